@@ -1,0 +1,38 @@
+"""pt2c: compile a torch.export program into portable C99 source + build files.
+
+`pt2c.compile(...)` needs torch; `pt2c.load(...)` (the runner) needs only numpy.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pt2c.codegen.cwriter import Artifact
+    from pt2c.runtime.runner import Model
+
+
+def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
+            name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
+            command: str = "") -> "Artifact":
+    """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs) to C in out_dir."""
+    from pt2c.compiler import compile_program
+
+    return compile_program(model, out_dir, example_inputs=example_inputs, target=target, name=name,
+                           embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command)
+
+
+def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> "Model":
+    """Load a built artifact (its shared library) for running on numpy arrays; no torch needed."""
+    from pt2c.runtime.runner import Model
+
+    return Model(out_dir, lib=lib, threads=threads)
+
+
+def build(out_dir: Any, cc: str | None = None, cflags: str | None = None, openmp: bool = True, use: str = "make") -> Any:
+    """Build the artifact with the user's compiler and flags; returns the shared library path."""
+    from pt2c.runtime.build import build as _build
+
+    return _build(out_dir, cc=cc, cflags=cflags, openmp=openmp, use=use)

@@ -1,0 +1,414 @@
+"""Writes the artifact: <name>.h, <name>.c, pt2c_kernels/, <name>.weights, manifest.json
+and the build files.  Everything is deterministic: the same program gives the same bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pt2c import __version__
+from pt2c.codegen.buildfiles import write_build_files
+from pt2c.codegen.emitter import Emitter
+from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
+from pt2c.ops import OPS
+from pt2c.passes.memory import ALIGN, MemoryPlan, plan_memory
+
+ABI_VERSION = 1
+WEIGHTS_FORMAT_VERSION = 1
+WEIGHTS_MAGIC = b"PT2CWGT\0"
+HEADER_BYTES = 64
+
+# status codes of the C API (suffixes; the header prefixes them with the model name)
+STATUS = [
+    ("OK", "ok"),
+    ("ERR_NULL_ARG", "a required pointer argument is NULL"),
+    ("ERR_ALIGN", "the workspace (or weights) pointer is not 64-byte (16-byte) aligned"),
+    ("ERR_WEIGHTS_TRUNCATED", "the weights blob is shorter than its header says (truncated file?)"),
+    ("ERR_WEIGHTS_MAGIC", "the weights blob does not start with the pt2c magic (not a pt2c weights file)"),
+    ("ERR_WEIGHTS_VERSION", "the weights blob has a format version this code does not read"),
+    ("ERR_WEIGHTS_MISMATCH", "the weights blob belongs to a different compile of the model (hash and size differ from what this code expects)"),
+    ("ERR_WEIGHTS_CORRUPT", "the weights blob's contents do not match its own checksum (corrupted file)"),
+    ("ERR_NOT_INITIALIZED", "the context was not initialized by a successful init call"),
+    ("ERR_INDEX", "an index input is out of range for the tensor it indexes"),
+]
+
+
+@dataclass
+class Artifact:
+    out_dir: Path
+    name: str
+    files: list[str]
+    manifest: dict[str, Any]
+
+
+def weights_blob(consts: list[Value]) -> tuple[bytes, dict[int, int]]:
+    """Header + 64-byte aligned constant data; offsets are relative to the data start."""
+    offsets: dict[int, int] = {}
+    chunks: list[bytes] = []
+    pos = 0
+    for v in consts:
+        data = np.ascontiguousarray(v.data).astype(np.dtype(v.data.dtype).newbyteorder("<"), copy=False)
+        if v.dtype == "bool":
+            data = data.astype(np.uint8)
+        raw = data.tobytes()
+        pad = (-pos) % ALIGN
+        chunks.append(b"\0" * pad)
+        pos += pad
+        offsets[id(v)] = pos
+        chunks.append(raw)
+        pos += len(raw)
+    data = b"".join(chunks)
+    crc = zlib.crc32(data)
+    header = WEIGHTS_MAGIC + struct.pack("<IIQQ", WEIGHTS_FORMAT_VERSION, HEADER_BYTES, len(data), crc)
+    header += b"\0" * (HEADER_BYTES - len(header))
+    return header + data, offsets
+
+
+def _kernel_deps(names: set[str]) -> list[str]:
+    """Kernel files needed (with their #include'd kernel dependencies), in include order."""
+    kdir = resources.files("pt2c.kernels")
+    order: list[str] = []
+
+    def visit(f: str) -> None:
+        if f in order:
+            return
+        text = (kdir / f).read_text()
+        for dep in re.findall(r'#include "([a-z_]+\.[ch])"', text):
+            visit(dep)
+        order.append(f)
+
+    visit("common.h")
+    visit("ewise.h")
+    for k in sorted(names):
+        visit(f"{k}.c")
+    return order
+
+
+def _io_names(g: Graph) -> tuple[list[str], list[str]]:
+    ins = [v.name for v in g.inputs]
+    outs = ["output"] if len(g.outputs) == 1 else [f"output{i}" for i in range(len(g.outputs))]
+    outs = [o if o not in ins else o + "_" for o in outs]
+    return ins, outs
+
+
+def materialize_outputs(g: Graph) -> None:
+    """Make every graph output a distinct value the planner can place in the caller's output
+    buffer: inputs, constants, repeated outputs and offset views get an explicit copy."""
+    from pt2c.ops.elementwise import e_in
+
+    seen: set[int] = set()
+    for j, v in enumerate(g.outputs):
+        root = v
+        off = 0
+        while root.producer is not None and OPS[root.producer.op].alias:
+            off += root.producer.attrs.get("offset", 0)
+            root = root.producer.inputs[0]
+        bad = (root.is_const or root in g.inputs or id(root) in seen or off != 0 or root.numel != v.numel)
+        if bad:
+            from pt2c.ir import Node
+
+            cp = Value(f"{v.name}_out", v.shape, v.dtype)
+            g.nodes.append(Node("ew", [v], {"expr": e_in(v.dtype, 0)}, [cp]))
+            g.outputs[j] = cp
+            seen.add(id(cp))
+        else:
+            seen.add(id(root))
+
+
+def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool = False, openmp: bool = True,
+                   provenance: dict[str, Any] | None = None, command: str = "") -> Artifact:
+    name = g.name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    materialize_outputs(g)
+    plan = plan_memory(g)
+    consts = g.constants()
+    blob, offsets = weights_blob(consts)
+    em = Emitter(g, plan, offsets)
+    body = em.emit_graph()
+
+    kernels = {k for n in g.nodes for k in OPS[n.op].kernels}
+    kfiles = _kernel_deps(kernels)
+    kdir = out_dir / "pt2c_kernels"
+    kdir.mkdir(exist_ok=True)
+    for old in kdir.iterdir():
+        if old.name not in kfiles:
+            old.unlink()
+    src = resources.files("pt2c.kernels")
+    for f in kfiles:
+        (kdir / f).write_text((src / f).read_text())
+
+    in_names, out_names = _io_names(g)
+    prov = provenance or {}
+    header = _header(g, name, plan, len(blob), in_names, out_names)
+    source = _source(g, name, plan, blob, body, kfiles, in_names, out_names, embed_weights, target, prov, command)
+    (out_dir / f"{name}.h").write_text(header)
+    (out_dir / f"{name}.c").write_text(source)
+    files = [f"{name}.h", f"{name}.c"] + [f"pt2c_kernels/{f}" for f in kfiles]
+    wfile = out_dir / f"{name}.weights"
+    if embed_weights:
+        if wfile.exists():
+            wfile.unlink()
+    else:
+        wfile.write_bytes(blob)
+        files.append(wfile.name)
+
+    flops = sum(OPS[n.op].flops(n) for n in g.nodes if OPS[n.op].flops)
+    manifest = {
+        "pt2c_version": __version__,
+        "abi_version": ABI_VERSION,
+        "name": name,
+        "source": prov.get("source", ""),
+        "torch_version": prov.get("torch_version", ""),
+        "exported_with_torch": prov.get("exported_with_torch", ""),
+        "export_schema_version": prov.get("schema_version", ""),
+        "target": target.name,
+        "target_cflags": list(target.cflags),
+        "openmp": openmp,
+        "inputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
+        "outputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
+        "weights": {"file": None if embed_weights else wfile.name, "embedded": embed_weights, "bytes": len(blob),
+                    "format_version": WEIGHTS_FORMAT_VERSION, "crc32": f"{zlib.crc32(blob[HEADER_BYTES:]):08x}"},
+        "memory": {"workspace_bytes": plan.workspace_bytes, "arena_bytes": plan.arena_bytes,
+                   "scratch_bytes": plan.scratch_bytes, "lower_bound_bytes": plan.lower_bound},
+        "ops": sorted({n.op for n in g.nodes}),
+        "op_counts": {op: sum(1 for n in g.nodes if n.op == op) for op in sorted({n.op for n in g.nodes})},
+        "flops": int(flops),
+        "kernels": kfiles,
+    }
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    files += write_build_files(out_dir, name, target, openmp=openmp)
+    files.append("manifest.json")
+    return Artifact(out_dir, name, files, manifest)
+
+
+# ---------------------------------------------------------------- header
+
+def _header(g: Graph, name: str, plan: MemoryPlan, blob_bytes: int, in_names: list[str], out_names: list[str]) -> str:
+    N = name.upper()
+    status = "\n".join(f"    {N}_{s} = {i}," for i, (s, _) in enumerate(STATUS))
+    dtypes = "\n".join(f"    {N}_DTYPE_{d.upper()} = {c}," for d, c in DTYPE_CODES.items())
+    typed = ", ".join([f"const {ctype(v.dtype)} *{n}" for n, v in zip(in_names, g.inputs)]
+                      + [f"{ctype(v.dtype)} *{n}" for n, v in zip(out_names, g.outputs)])
+    io_doc = "\n".join([f" *   input  {n}: {v.dtype}{list(v.shape)}" for n, v in zip(in_names, g.inputs)]
+                       + [f" *   output {n}: {v.dtype}{list(v.shape)}" for n, v in zip(out_names, g.outputs)])
+    return f"""/* {name}.h: C API of the model `{name}` (generated by pt2c {__version__}; do not edit).
+ *
+ * Usage:
+ *   {name}_ctx ctx;
+ *   void *ws = aligned_alloc({N}_WORKSPACE_ALIGN, {N}_WORKSPACE_BYTES);
+ *   int rc = {name}_init(&ctx, weights, weights_size, ws);   (weights: the bytes of {name}.weights)
+ *   if (rc != {N}_OK) fprintf(stderr, "%s\\n", {name}_strerror(rc));
+ *   rc = {name}_run(&ctx, ...);
+ *
+ * No allocation, no global mutable state: one ctx + workspace per concurrent caller.
+{io_doc}
+ */
+#ifndef {N}_H
+#define {N}_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+
+#define {N}_ABI_VERSION {ABI_VERSION}
+#define {N}_WEIGHTS_BYTES {blob_bytes}u
+#define {N}_WORKSPACE_BYTES {max(plan.workspace_bytes, ALIGN)}u
+#define {N}_WORKSPACE_ALIGN {ALIGN}
+#define {N}_NUM_INPUTS {len(g.inputs)}
+#define {N}_NUM_OUTPUTS {len(g.outputs)}
+
+enum {{
+{status}
+}};
+
+enum {{
+{dtypes}
+}};
+
+typedef struct {name}_ctx {{
+    const unsigned char *weights; /* start of the tensor data inside the weights blob */
+    unsigned char *workspace;
+    uint32_t initialized;
+}} {name}_ctx;
+
+typedef struct {name}_tensor_desc {{
+    const char *name;
+    int dtype; /* {N}_DTYPE_* */
+    int rank;
+    const int64_t *shape;
+    size_t nbytes;
+}} {name}_tensor_desc;
+
+/* {N}_ABI_VERSION of the compiled library (compare with the header you compiled against). */
+int {name}_abi_version(void);
+size_t {name}_workspace_size(void);
+size_t {name}_weights_size(void);
+/* Checks the weights blob (magic, format version, size, checksum) and binds ctx to it and to the
+ * workspace ({N}_WORKSPACE_BYTES bytes, {N}_WORKSPACE_ALIGN-byte aligned). weights may be NULL
+ * when the weights are embedded in the library. Returns {N}_OK or an error code. */
+int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void *workspace);
+/* Runs the model on caller-owned buffers (dense, row-major). Returns {N}_OK or an error code. */
+int {name}_run(const {name}_ctx *ctx, {typed});
+/* The same with arrays of pointers, in the order of {name}_inputs() / {name}_outputs(). */
+int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *outputs);
+const char *{name}_strerror(int status);
+const {name}_tensor_desc *{name}_inputs(void);
+const {name}_tensor_desc *{name}_outputs(void);
+
+#ifdef __cplusplus
+}}
+#endif
+
+#endif /* {N}_H */
+"""
+
+
+# ---------------------------------------------------------------- source
+
+def _c_bytes(data: bytes, per_line: int = 24) -> str:
+    rows = []
+    for i in range(0, len(data), per_line):
+        rows.append("    " + ",".join(str(b) for b in data[i:i + per_line]) + ",")
+    return "\n".join(rows)
+
+
+def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str], kfiles: list[str],
+            in_names: list[str], out_names: list[str], embed: bool, target: Any, prov: dict[str, Any], command: str) -> str:
+    N = name.upper()
+    includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
+    crc = zlib.crc32(blob[HEADER_BYTES:])
+    data_bytes = len(blob) - HEADER_BYTES
+    descs = []
+    for kind, names, vals in (("inputs", in_names, g.inputs), ("outputs", out_names, g.outputs)):
+        shapes = "\n".join(f"static const int64_t {kind}_shape_{i}[] = {{{', '.join(map(str, v.shape)) or '1'}}};"
+                           for i, v in enumerate(vals))
+        rows = ",\n".join(f'    {{"{n}", {N}_DTYPE_{v.dtype.upper()}, {len(v.shape)}, {kind}_shape_{i}, {v.nbytes}u}}'
+                          for i, (n, v) in enumerate(zip(names, vals)))
+        descs.append(f"{shapes}\nstatic const {name}_tensor_desc {kind}_desc[] = {{\n{rows}\n}};")
+    status_rows = ",\n".join(f'    "{msg}"' for _, msg in STATUS)
+    typed_params = ", ".join([f"const {ctype(v.dtype)} *{n}" for n, v in zip(in_names, g.inputs)]
+                             + [f"{ctype(v.dtype)} *{n}" for n, v in zip(out_names, g.outputs)])
+    in_list = ", ".join(f"(const void *){n}" for n in in_names) or "NULL"
+    out_list = ", ".join(f"(void *){n}" for n in out_names)
+    embedded = ""
+    if embed:
+        embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
+                    f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob)}\n}};\n")
+    uses_ws = "ws" in "\n".join(body)
+    uses_wb = "wb +" in "\n".join(body)
+    graph_body = "\n".join(body)
+    return f"""/* {name}.c: generated by pt2c {__version__} -- do not edit; regenerate instead.
+ *
+ * source model : {prov.get('source', '')} (exported with torch {prov.get('exported_with_torch', '')}, export schema {prov.get('schema_version', '')})
+ * command      : {command or 'pt2c.compile(...)'}
+ * target       : {target.name} ({target.description})
+ * workspace    : {plan.workspace_bytes} bytes (arena {plan.arena_bytes}, scratch {plan.scratch_bytes}; live-bytes lower bound {plan.lower_bound})
+ * weights      : {len(blob)} bytes, crc32 {crc:08x}
+ *
+ * One translation unit: the kernels below are static, so several models link into one program.
+ */
+#include "{name}.h"
+
+{includes}
+
+#define PT2C_ERR_INDEX {N}_ERR_INDEX
+
+static const uint32_t expected_crc32 = 0x{crc:08x}u;
+static const uint64_t expected_data_bytes = {data_bytes}u;
+
+{descs[0]}
+
+{descs[1]}
+
+static const char *const status_messages[] = {{
+{status_rows}
+}};
+
+{embedded}int {name}_abi_version(void) {{ return {N}_ABI_VERSION; }}
+size_t {name}_workspace_size(void) {{ return {N}_WORKSPACE_BYTES; }}
+size_t {name}_weights_size(void) {{ return {N}_WEIGHTS_BYTES; }}
+const {name}_tensor_desc *{name}_inputs(void) {{ return inputs_desc; }}
+const {name}_tensor_desc *{name}_outputs(void) {{ return outputs_desc; }}
+
+const char *{name}_strerror(int status)
+{{
+    if (status < 0 || status >= (int)(sizeof(status_messages) / sizeof(status_messages[0]))) return "unknown status";
+    return status_messages[status];
+}}
+
+static uint64_t read_le(const unsigned char *p, int n)
+{{
+    uint64_t v = 0;
+    int i;
+    for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}}
+
+/* CRC-32 (zlib's polynomial), the checksum pt2c writes into the blob header. */
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{{
+    uint32_t table[256], c = 0xFFFFFFFFu;
+    uint32_t i, k;
+    size_t j;
+    for (i = 0; i < 256; i++) {{
+        uint32_t r = i;
+        for (k = 0; k < 8; k++) r = (r & 1u) ? 0xEDB88320u ^ (r >> 1) : r >> 1;
+        table[i] = r;
+    }}
+    for (j = 0; j < n; j++) c = table[(c ^ p[j]) & 0xFFu] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}}
+
+int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void *workspace)
+{{
+    const unsigned char *blob = (const unsigned char *)weights;
+    uint64_t data_bytes;
+    if (!ctx) return {N}_ERR_NULL_ARG;
+    ctx->initialized = 0;
+{'    if (!blob) { blob = embedded_weights; weights_size = sizeof(embedded_weights); }' if embed else ''}
+    if (!blob || !workspace) return {N}_ERR_NULL_ARG;
+    if (((uintptr_t)workspace % {N}_WORKSPACE_ALIGN) != 0 || ((uintptr_t)blob % 16) != 0) return {N}_ERR_ALIGN;
+    if (weights_size < {HEADER_BYTES}) return {N}_ERR_WEIGHTS_TRUNCATED;
+    if (memcmp(blob, "PT2CWGT", 8) != 0) return {N}_ERR_WEIGHTS_MAGIC;
+    if (read_le(blob + 8, 4) != {WEIGHTS_FORMAT_VERSION}u || read_le(blob + 12, 4) != {HEADER_BYTES}u) return {N}_ERR_WEIGHTS_VERSION;
+    data_bytes = read_le(blob + 16, 8);
+    if (data_bytes != expected_data_bytes || (uint32_t)read_le(blob + 24, 8) != expected_crc32) return {N}_ERR_WEIGHTS_MISMATCH;
+    if (weights_size - {HEADER_BYTES} < data_bytes) return {N}_ERR_WEIGHTS_TRUNCATED;
+    if (crc32_of(blob + {HEADER_BYTES}, (size_t)data_bytes) != expected_crc32) return {N}_ERR_WEIGHTS_CORRUPT;
+    ctx->weights = blob + {HEADER_BYTES};
+    ctx->workspace = (unsigned char *)workspace;
+    ctx->initialized = 0x70743263u;
+    return {N}_OK;
+}}
+
+int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *outputs)
+{{
+{'    const unsigned char *wb;' if uses_wb else ''}
+{'    unsigned char *ws;' if uses_ws else ''}
+    if (!ctx || (!inputs && {N}_NUM_INPUTS > 0) || !outputs) return {N}_ERR_NULL_ARG;
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
+{'    wb = ctx->weights;' if uses_wb else ''}
+{'    ws = ctx->workspace;' if uses_ws else ''}
+{graph_body}
+
+    return {N}_OK;
+}}
+
+int {name}_run(const {name}_ctx *ctx, {typed_params})
+{{
+    const void *inputs[] = {{{in_list}}};
+    void *outputs[] = {{{out_list}}};
+    return {name}_run_v(ctx, inputs, outputs);
+}}
+"""

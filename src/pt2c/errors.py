@@ -1,0 +1,32 @@
+"""Errors users see.  Each says what went wrong, where, and what to try."""
+
+from __future__ import annotations
+
+
+class Pt2cError(Exception):
+    """Base class: a clear, user-facing error (the CLI prints it without a traceback)."""
+
+
+class InputError(Pt2cError):
+    """The input program could not be read: missing, corrupt, or from an unsupported version."""
+
+
+class UnsupportedError(Pt2cError):
+    """The program uses ops (or op variants) pt2c cannot compile; lists every one at once."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]):
+        # problems: (op target, where, why)
+        self.problems = problems
+        by_op: dict[str, list[tuple[str, str]]] = {}
+        for op, where, why in problems:
+            by_op.setdefault(op, []).append((where, why))
+        lines = [f"{len(by_op)} unsupported op(s) in {len(problems)} node(s):"]
+        for op, sites in by_op.items():
+            lines.append(f"  {op}  ({len(sites)} node{'s' if len(sites) != 1 else ''})")
+            for where, why in sites[:5]:
+                lines.append(f"    - {where}" + (f": {why}" if why else ""))
+            if len(sites) > 5:
+                lines.append(f"    - ... and {len(sites) - 5} more")
+        lines.append("What to try: rewrite these parts of the model with supported ops (see docs/ops.md), "
+                     "or keep them outside the exported module.")
+        super().__init__("\n".join(lines))

@@ -1,0 +1,365 @@
+"""FX graph (core ATen, after decomposition) -> pt2c IR.
+
+Nodes whose tensor inputs are all constants are evaluated with torch itself (exact PyTorch
+semantics) and become constants.  Every unsupported op is collected and reported at once.
+"""
+
+from __future__ import annotations
+
+import keyword
+import operator
+import re
+from typing import Any
+
+import numpy as np
+
+from pt2c.errors import InputError, UnsupportedError
+from pt2c.ir import DTYPES, Graph, Node, Origin, Value
+from pt2c.ops import LOWERINGS, OPS
+
+# a folded constant may be at most this big, or as big as its inputs (no blob blow-up)
+FOLD_MAX_BYTES = 1 << 20
+NEVER_FOLD = ("rand", "normal", "bernoulli", "dropout", "uniform", "randint", "randperm", "multinomial")
+
+C_RESERVED = set(keyword.kwlist) | {
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern",
+    "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
+    "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
+    "ctx", "ws", "wb", "ep", "b", "i", "o", "k", "inputs", "outputs", "scratch", "main", "errno",
+}
+
+_OP_SHORT = {"convolution": "conv", "_native_batch_norm_legit_no_training": "bn", "native_layer_norm": "ln",
+             "addmm": "linear", "_softmax": "softmax", "max_pool2d_with_indices": "maxpool",
+             "scaled_dot_product_attention": "attn", "hardtanh": "relu6", "_to_copy": "cast",
+             "_adaptive_avg_pool2d": "avgpool", "mean": "mean", "embedding": "embed"}
+
+
+def c_name(s: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9_]", "_", s).strip("_")
+    s = re.sub(r"_+", "_", s) or "t"
+    if s[0].isdigit():
+        s = "t" + s
+    if s in C_RESERVED:
+        s += "_"
+    return s
+
+
+def torch_dtype(t: Any) -> str:
+    name = str(t).replace("torch.", "")
+    if name not in DTYPES:
+        raise KeyError(name)
+    return name
+
+
+def origin_of(node: Any) -> Origin:
+    stack = node.meta.get("nn_module_stack") or {}
+    path, mtype = "", ""
+    if stack:
+        path, mtype = list(stack.values())[-1]
+        if not isinstance(mtype, str):
+            mtype = getattr(mtype, "__qualname__", str(mtype))
+        path = re.sub(r"^L\['self'\]\.?|^L__self___?", "", str(path))
+        path = re.sub(r"\._modules\['([^']+)'\]", r".\1", path)
+        path = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+    source = ""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
+    user = [f for f in frames if "/torch/" not in f[0] and "/transformers/" not in f[0]] or frames
+    if user:
+        f, line, code = user[-1]
+        source = f"{f.rsplit('/', 1)[-1]}:{line}: {code.strip()}"
+    return Origin(fx_name=node.name, module_path=path, module_type=str(mtype), source=source)
+
+
+class LowerCtx:
+    """What an op's lowering function sees: its arguments and ways to add IR."""
+
+    def __init__(self, lowering: "Lowering", node: Any):
+        self.L = lowering
+        self.node = node
+        self.target = str(node.target)
+        self.origin = origin_of(node)
+        self._outs: list[Value] | None = None
+        self.failed: str | None = None
+
+    # outputs as declared by the FX node's metadata
+    def outs(self) -> list[Value]:
+        if self._outs is None:
+            val = self.node.meta.get("val")
+            vals = list(val) if isinstance(val, (list, tuple)) else [val]
+            base = self.L.name_for(self.node, self.origin)
+            self._outs = [self.L.new_value(base if i == 0 else f"{base}_{i}", tuple(v.shape), torch_dtype(v.dtype))
+                          if v is not None else None for i, v in enumerate(vals)]  # type: ignore[misc]
+        return self._outs  # type: ignore[return-value]
+
+    def out(self) -> Value:
+        return self.outs()[0]
+
+    def new(self, hint: str, shape: tuple[int, ...], dtype: str) -> Value:
+        return self.L.new_value(f"{self.L.name_for(self.node, self.origin)}_{hint}", shape, dtype)
+
+    def const(self, data: np.ndarray, hint: str) -> Value:
+        return self.L.const(np.ascontiguousarray(data), hint)
+
+    def emit(self, op: str, inputs: list[Value], attrs: dict[str, Any], outputs: list[Value]) -> Node | None:
+        if inputs and all(v.is_const for v in inputs) and not OPS[op].alias:
+            res = OPS[op].ref(Node(op, inputs, attrs, []), *[v.data for v in inputs])
+            res = res if isinstance(res, (list, tuple)) else [res]
+            if sum(np.asarray(r).nbytes for r in res) <= max(FOLD_MAX_BYTES, sum(v.nbytes for v in inputs)):
+                for v, r in zip(outputs, res):
+                    v.data = np.ascontiguousarray(np.asarray(r).astype(v.data.dtype if v.data is not None else DTYPES[v.dtype][1]))
+                return None
+        if inputs and all(v.is_const for v in inputs) and OPS[op].alias:
+            for v in outputs:
+                v.data = OPS[op].ref(Node(op, inputs, attrs, []), *[x.data for x in inputs])
+            return None
+        n = Node(op, list(inputs), attrs, list(outputs), self.origin)
+        self.L.nodes.append(n)
+        return n
+
+    def fail(self, why: str) -> None:
+        raise _LoweringFailed(why)
+
+    def view(self, x: Value, shape: tuple[int, ...], out: Value | None = None) -> Value:
+        from pt2c.ops.shape import make_view
+
+        if x.shape == tuple(shape) and out is None:
+            return x
+        out = out or self.new("view", tuple(shape), x.dtype)
+        if x.is_const:
+            out.data = x.data.reshape(shape)
+            return out
+        return make_view(self, x, out)
+
+    def transpose(self, w: Value) -> Value:
+        """2-D transpose (a strided view; folded when w is a constant)."""
+        from pt2c.ops.shape import make_strided
+
+        if w.is_const:
+            return self.L.const(np.ascontiguousarray(w.data.T), w.name + "_t")
+        out = self.new("t", (w.shape[1], w.shape[0]), w.dtype)
+        return make_strided(self, w, out, (1, w.shape[1]), 0)
+
+
+class _LoweringFailed(Exception):
+    pass
+
+
+class Lowering:
+    def __init__(self, ep: Any, name: str):
+        self.ep = ep
+        self.name = name
+        self.nodes: list[Node] = []
+        self.names: set[str] = set()
+        self.env: dict[str, Any] = {}  # fx node name -> Value | tuple | None
+        self.problems: list[tuple[str, str, str]] = []
+
+    def unique(self, base: str) -> str:
+        base = c_name(base)
+        name, i = base, 1
+        while name in self.names:
+            name = f"{base}_{i}"
+            i += 1
+        self.names.add(name)
+        return name
+
+    def new_value(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
+        return Value(self.unique(name), shape, dtype)
+
+    def const(self, data: np.ndarray, hint: str) -> Value:
+        dt = str(data.dtype) if data.dtype != np.bool_ else "bool"
+        return Value(self.unique(hint), data.shape, dt, data)
+
+    def name_for(self, node: Any, origin: Origin) -> str:
+        op = str(node.target).split(".")[1] if str(node.target).startswith("aten.") else node.name
+        op = _OP_SHORT.get(op, op)
+        if not origin.module_path:
+            return op
+        mod = origin.module_type.rsplit(".", 1)[-1].lower()
+        path = origin.module_path.replace(".", "_")
+        return path if op in mod or mod.startswith(op) else f"{path}_{op}"
+
+    # ------------------------------------------------------------ main loop
+    def run(self) -> Graph:
+        import torch
+
+        ep = self.ep
+        sig = ep.graph_signature
+        state = dict(ep.state_dict)
+        state.update(getattr(ep, "constants", {}) or {})
+        specs = {s.arg.name: s for s in sig.input_specs}
+        inputs: list[Value] = []
+        for node in ep.graph.nodes:
+            if node.op == "placeholder":
+                spec = specs.get(node.name)
+                kind = spec.kind.name if spec is not None else "USER_INPUT"
+                val = node.meta.get("val")
+                if kind == "USER_INPUT":
+                    if not isinstance(val, torch.Tensor):
+                        if val is None:
+                            continue
+                        raise InputError(f"input '{node.name}' is a {type(val).__name__}; only tensor inputs are supported")
+                    try:
+                        dt = torch_dtype(val.dtype)
+                    except KeyError:
+                        raise InputError(f"input '{node.name}' has dtype {val.dtype}, which pt2c does not support") from None
+                    v = self.new_value(node.name, tuple(int(s) for s in val.shape), dt)
+                    inputs.append(v)
+                    self.env[node.name] = v
+                else:
+                    t = state[spec.target].detach()
+                    data = t.contiguous().numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
+                    self.env[node.name] = self.const(data, spec.target)
+            elif node.op == "call_function":
+                self.env[node.name] = self.lower_node(node)
+            elif node.op == "output":
+                outs = []
+                user_outs = [s for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
+                for arg, spec in zip(node.args[0], sig.output_specs):
+                    if spec.kind.name != "USER_OUTPUT":
+                        continue
+                    outs.append(arg)
+                assert len(outs) == len(user_outs)
+        if self.problems:
+            raise UnsupportedError(self.problems)
+        outputs = []
+        for a in outs:
+            v = self.env.get(a.name) if hasattr(a, "name") else None
+            if not isinstance(v, Value):
+                raise InputError(f"output {a} is not a tensor; only tensor outputs are supported")
+            outputs.append(v)
+        return Graph(self.name, inputs, self.nodes, outputs)
+
+    def _fold(self, node: Any) -> Any:
+        """Evaluate a node whose tensor inputs are all constants with torch; None if not folded."""
+        import torch
+
+        if any(k in str(node.target) for k in NEVER_FOLD):
+            return None
+        tensors: list[Value] = []
+
+        def conv(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                v = self.env[a.name]
+                if not isinstance(v, Value) or not v.is_const:
+                    raise _NotConst
+                tensors.append(v)
+                return torch.from_numpy(np.array(v.data))
+            if isinstance(a, (list, tuple)):
+                return type(a)(conv(x) for x in a)
+            return a
+
+        try:
+            args = conv(node.args)
+            kwargs = {k: conv(v) for k, v in node.kwargs.items()}
+        except _NotConst:
+            return None
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        out_bytes = sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
+        if out_bytes > max(FOLD_MAX_BYTES, sum(v.nbytes for v in tensors)):
+            return None
+        if not tensors and out_bytes > FOLD_MAX_BYTES:
+            return None
+        try:
+            with torch.no_grad():
+                res = node.target(*args, **kwargs)
+        except Exception:
+            return None
+        base = self.name_for(node, origin_of(node))
+
+        def wrap(r: Any) -> Any:
+            if isinstance(r, torch.Tensor):
+                try:
+                    torch_dtype(r.dtype)
+                except KeyError:
+                    return None
+                return self.const(r.detach().contiguous().numpy(), base)
+            if isinstance(r, (list, tuple)):
+                return tuple(wrap(x) for x in r)
+            return None
+
+        return wrap(res)
+
+    def lower_node(self, node: Any) -> Any:
+        import torch
+
+        if node.target is operator.getitem:
+            src = self.env[node.args[0].name]
+            if isinstance(src, _Poison):
+                return src
+            v = src[node.args[1]] if isinstance(src, (tuple, list)) else None
+            if v is None and node.users:
+                self.problems.append((str(node.args[0].target), origin_of(node).describe(),
+                                      f"output {node.args[1]} of this op is not supported"))
+            return v
+        target = str(node.target)
+        if isinstance(node.target, torch._ops.OpOverload) and (folded := self._fold(node)) is not None:
+            return folded
+        fn = LOWERINGS.get(target)
+        origin = origin_of(node)
+        if fn is None:
+            self.problems.append((target, origin.describe(), ""))
+            return _poison(node)
+        try:
+            args = self.normalize(node)
+        except _Poisoned:
+            return _poison(node)
+        ctx = LowerCtx(self, node)
+        try:
+            res = fn(ctx, args)
+        except _LoweringFailed as e:
+            self.problems.append((target, origin.describe(), str(e)))
+            return _poison(node)
+        except KeyError as e:
+            self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
+            return _poison(node)
+        return res
+
+    def normalize(self, node: Any) -> dict[str, Any]:
+        """args + kwargs by schema name, defaults filled in, FX nodes replaced by Values."""
+        import torch
+
+        schema = node.target._schema
+        out: dict[str, Any] = {}
+
+        def conv(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                v = self.env.get(a.name)
+                if v is None or isinstance(v, _Poison):
+                    raise _Poisoned
+                return v
+            if isinstance(a, (list, tuple)):
+                return [conv(x) for x in a]
+            if isinstance(a, torch.dtype):
+                return torch_dtype(a)
+            return a
+
+        for i, arg in enumerate(schema.arguments):
+            if i < len(node.args):
+                out[arg.name] = conv(node.args[i])
+            elif arg.name in node.kwargs:
+                out[arg.name] = conv(node.kwargs[arg.name])
+            elif arg.has_default_value():
+                out[arg.name] = arg.default_value
+        return out
+
+
+class _NotConst(Exception):
+    pass
+
+
+class _Poisoned(Exception):
+    pass
+
+
+class _Poison:
+    """Placeholder result of an unsupported node, so later nodes are still checked."""
+
+
+def _poison(node: Any) -> _Poison:
+    return _Poison()
+
+
+def lower(ep: Any, name: str) -> Graph:
+    return Lowering(ep, name).run()

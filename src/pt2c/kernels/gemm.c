@@ -1,0 +1,564 @@
+/* pt2c kernel library: single-precision GEMM with fused epilogue.
+ *
+ *   C[i*ldc + j] = act(sum_k A(i,k) B(k,j) + bias + residual)
+ *
+ * Structure follows BLIS/GotoBLAS: three cache-blocking loops (jc over NC
+ * columns, pc over KC depth, ic over MC rows) around a 6x16 register-tiled
+ * micro-kernel.  The operand that is not already packed is copied into
+ * contiguous micro-panels in `scratch`, so the micro-kernel always streams
+ * B as NR-wide rows and reads A either from a packed panel or (skinny M, where
+ * packing A is pure overhead) straight from the strided source.
+ *
+ * Packed layouts (independent of KC/MC/NC, produced at compile time by
+ * pt2c/kernels/layout.py for weights):
+ *   A: element (i,k) at A[(i/MR)*MR*K + k*MR + i%MR], rows past M are zero
+ *   B: element (k,j) at B[(j/NR)*NR*K + k*NR + j%NR], columns past N are zero
+ * so the k-range [k0,k0+kc) of a panel is simply an offset of k0*MR / k0*NR.
+ *
+ * The micro-kernel is written once against a tiny 8-lane vector layer
+ * (AVX2/AVX-512: __m256, NEON: two float32x4_t) with a plain C fallback.
+ */
+#ifndef PT2C_GEMM_C
+#define PT2C_GEMM_C
+
+#include "common.h"
+
+#define PT2C_GEMM_MR 6
+#define PT2C_GEMM_NR 16
+
+/* Cache blocking.  KC*NR*4 = 16 KiB: a B micro-panel stays in L1 (32 KiB) while
+ * it is reused by every MR-row tile; MC*KC*4 = 144 KiB: the packed A block
+ * lives in L2; KC*NC*4 = 2 MiB: the packed B block lives in L2/L3. */
+#ifndef PT2C_GEMM_MC
+#define PT2C_GEMM_MC 144 /* multiple of MR */
+#endif
+#ifndef PT2C_GEMM_KC
+#define PT2C_GEMM_KC 256
+#endif
+#ifndef PT2C_GEMM_NC
+#define PT2C_GEMM_NC 2048 /* multiple of NR */
+#endif
+/* At most this many rows of an unpacked A are read in place (GEMV-like). */
+#define PT2C_GEMM_SKINNY_M 16
+/* Minimum multiply-adds per thread before a call is split across threads. */
+#define PT2C_GEMM_MIN_MACS_PER_THREAD (1L << 19)
+
+enum {
+    PT2C_ACT_NONE,
+    PT2C_ACT_RELU,
+    PT2C_ACT_CLAMP, /* min(max(x,lo),hi): relu6, hardtanh */
+    PT2C_ACT_HARDSWISH,
+    PT2C_ACT_SILU,
+    PT2C_ACT_GELU, /* erf form */
+    PT2C_ACT_GELU_TANH,
+    PT2C_ACT_SIGMOID,
+    PT2C_ACT_TANH
+};
+
+typedef struct {
+    const float *bias; /* NULL, or bias[i] per row (bias_per_row=1, length M) / bias[j] per column (length N) */
+    int bias_per_row;
+    const float *residual; /* NULL, or C[i][j] += residual[i*ldr + j] (after bias, before act); */
+    int ldr;               /* must not alias C */
+    int act;
+    float lo, hi; /* C = act(A*B + bias + residual) */
+} pt2c_epilogue;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PT2C_GEMM_INLINE static inline __attribute__((always_inline))
+#define PT2C_GEMM_PREFETCH_W(p) __builtin_prefetch((p), 1)
+#else
+#define PT2C_GEMM_INLINE static inline
+#define PT2C_GEMM_PREFETCH_W(p) ((void)(p))
+#endif
+
+/* ---- 8-lane vector layer (ggml simd-mappings style) ---- */
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#include <immintrin.h>
+#define PT2C_GEMM_VEC 1
+typedef __m256 pt2c_v8;
+#define PT2C_V8_ZERO() _mm256_setzero_ps()
+#define PT2C_V8_LOAD(p) _mm256_loadu_ps(p)
+#define PT2C_V8_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define PT2C_V8_SET1(x) _mm256_set1_ps(x)
+#define PT2C_V8_ADD(a, b) _mm256_add_ps((a), (b))
+#define PT2C_V8_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc)) /* acc + a*b */
+#elif defined(PT2C_SIMD_NEON)
+#include <arm_neon.h>
+#define PT2C_GEMM_VEC 1
+typedef struct { float32x4_t lo, hi; } pt2c_v8;
+static inline pt2c_v8 pt2c_v8_zero(void) { pt2c_v8 r; r.lo = vdupq_n_f32(0.0f); r.hi = r.lo; return r; }
+static inline pt2c_v8 pt2c_v8_load(const float *p) { pt2c_v8 r; r.lo = vld1q_f32(p); r.hi = vld1q_f32(p + 4); return r; }
+static inline void pt2c_v8_store(float *p, pt2c_v8 v) { vst1q_f32(p, v.lo); vst1q_f32(p + 4, v.hi); }
+static inline pt2c_v8 pt2c_v8_set1(float x) { pt2c_v8 r; r.lo = vdupq_n_f32(x); r.hi = r.lo; return r; }
+static inline pt2c_v8 pt2c_v8_add(pt2c_v8 a, pt2c_v8 b) { a.lo = vaddq_f32(a.lo, b.lo); a.hi = vaddq_f32(a.hi, b.hi); return a; }
+static inline pt2c_v8 pt2c_v8_fma(pt2c_v8 acc, pt2c_v8 a, pt2c_v8 b)
+{
+    acc.lo = vfmaq_f32(acc.lo, a.lo, b.lo);
+    acc.hi = vfmaq_f32(acc.hi, a.hi, b.hi);
+    return acc;
+}
+#define PT2C_V8_ZERO() pt2c_v8_zero()
+#define PT2C_V8_LOAD(p) pt2c_v8_load(p)
+#define PT2C_V8_STORE(p, v) pt2c_v8_store((p), (v))
+#define PT2C_V8_SET1(x) pt2c_v8_set1(x)
+#define PT2C_V8_ADD(a, b) pt2c_v8_add((a), (b))
+#define PT2C_V8_FMA(acc, a, b) pt2c_v8_fma((acc), (a), (b))
+#endif
+
+/* ---- epilogue ---- */
+
+/* Applies the activation in place to n contiguous values.  The switch is
+ * outside the loops so the simple cases auto-vectorise. */
+PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
+{
+    int j;
+    switch (act) {
+    case PT2C_ACT_RELU:
+        for (j = 0; j < n; j++) x[j] = x[j] > 0.0f ? x[j] : 0.0f;
+        break;
+    case PT2C_ACT_CLAMP:
+        for (j = 0; j < n; j++) {
+            float v = x[j] < lo ? lo : x[j];
+            x[j] = v > hi ? hi : v;
+        }
+        break;
+    case PT2C_ACT_HARDSWISH:
+        for (j = 0; j < n; j++) {
+            float t = x[j] + 3.0f;
+            t = t < 0.0f ? 0.0f : (t > 6.0f ? 6.0f : t);
+            x[j] = x[j] * t * (1.0f / 6.0f);
+        }
+        break;
+    case PT2C_ACT_SILU:
+        for (j = 0; j < n; j++) x[j] = x[j] / (1.0f + expf(-x[j]));
+        break;
+    case PT2C_ACT_GELU:
+        for (j = 0; j < n; j++) x[j] = 0.5f * x[j] * (1.0f + erff(x[j] * 0.70710678118654752f));
+        break;
+    case PT2C_ACT_GELU_TANH:
+        for (j = 0; j < n; j++) {
+            float v = x[j];
+            x[j] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+        }
+        break;
+    case PT2C_ACT_SIGMOID:
+        for (j = 0; j < n; j++) x[j] = 1.0f / (1.0f + expf(-x[j]));
+        break;
+    case PT2C_ACT_TANH:
+        for (j = 0; j < n; j++) x[j] = tanhf(x[j]);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Writes an mr x nr corner of an MR x NR accumulator tile to C: optionally
+ * adding the previous C (k blocks after the first), then the epilogue (only
+ * passed for the last k block).  (i0, j0) locate the tile for bias/residual. */
+static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int nr, int accumulate,
+                                 const pt2c_epilogue *ep, int i0, int j0)
+{
+    int i, j;
+    for (i = 0; i < mr; i++) {
+        float row[PT2C_GEMM_NR];
+        float *ci = c + (ptrdiff_t)i * ldc;
+        const float *ti = t + i * PT2C_GEMM_NR;
+        for (j = 0; j < nr; j++) row[j] = accumulate ? ti[j] + ci[j] : ti[j];
+        if (ep) {
+            if (ep->bias && ep->bias_per_row) {
+                float b = ep->bias[i0 + i];
+                for (j = 0; j < nr; j++) row[j] += b;
+            } else if (ep->bias) {
+                for (j = 0; j < nr; j++) row[j] += ep->bias[j0 + j];
+            }
+            if (ep->residual) {
+                const float *r = ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0;
+                for (j = 0; j < nr; j++) row[j] += r[j];
+            }
+            pt2c_epilogue_act(row, nr, ep->act, ep->lo, ep->hi);
+        }
+        memcpy(ci, row, (size_t)nr * sizeof(float));
+    }
+}
+
+/* ---- micro-kernel ---- */
+
+/* ROWS x 16 tile over kc steps.  A(i,k) = a[i*ars + k*acs] (packed panel:
+ * ars=1, acs=MR), b is a packed NR-wide panel.  ROWS is a compile-time
+ * constant after inlining, so the unused rows vanish.  Full tiles without an
+ * epilogue are stored straight from registers; everything else goes through
+ * pt2c_gemm_store_tile. */
+PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
+                                             const float *PT2C_RESTRICT b, float *c, int ldc, int mr, int nr,
+                                             int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS)
+{
+#if defined(PT2C_GEMM_VEC)
+    /* 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
+    pt2c_v8 c00 = PT2C_V8_ZERO(), c01 = PT2C_V8_ZERO(), c10 = PT2C_V8_ZERO(), c11 = PT2C_V8_ZERO();
+    pt2c_v8 c20 = PT2C_V8_ZERO(), c21 = PT2C_V8_ZERO(), c30 = PT2C_V8_ZERO(), c31 = PT2C_V8_ZERO();
+    pt2c_v8 c40 = PT2C_V8_ZERO(), c41 = PT2C_V8_ZERO(), c50 = PT2C_V8_ZERO(), c51 = PT2C_V8_ZERO();
+    int k = 0;
+    /* Start pulling the C tile in now (rows are ldc apart, often on different
+     * pages); it is needed only after the k loop.  Worth ~10% on large C. */
+    if (mr == ROWS && nr == PT2C_GEMM_NR) {
+        int i;
+        for (i = 0; i < ROWS; i++) {
+            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
+            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 15);
+        }
+    }
+    /* With few rows the FMA chains are too few to hide FMA latency (4 cycles,
+     * 2 per cycle wants >= 8 independent sums), so split k into phases with
+     * their own accumulators (the spare registers) and add them up after. */
+    if (ROWS == 1) {
+        for (; k + 4 <= kc; k += 4) {
+            pt2c_v8 a0 = PT2C_V8_SET1(a[0]), a1 = PT2C_V8_SET1(a[acs]);
+            pt2c_v8 a2 = PT2C_V8_SET1(a[2 * acs]), a3 = PT2C_V8_SET1(a[3 * acs]);
+            c00 = PT2C_V8_FMA(c00, a0, PT2C_V8_LOAD(b)), c01 = PT2C_V8_FMA(c01, a0, PT2C_V8_LOAD(b + 8));
+            c10 = PT2C_V8_FMA(c10, a1, PT2C_V8_LOAD(b + 16)), c11 = PT2C_V8_FMA(c11, a1, PT2C_V8_LOAD(b + 24));
+            c20 = PT2C_V8_FMA(c20, a2, PT2C_V8_LOAD(b + 32)), c21 = PT2C_V8_FMA(c21, a2, PT2C_V8_LOAD(b + 40));
+            c30 = PT2C_V8_FMA(c30, a3, PT2C_V8_LOAD(b + 48)), c31 = PT2C_V8_FMA(c31, a3, PT2C_V8_LOAD(b + 56));
+            a += 4 * acs;
+            b += 4 * PT2C_GEMM_NR;
+        }
+        c00 = PT2C_V8_ADD(PT2C_V8_ADD(c00, c10), PT2C_V8_ADD(c20, c30));
+        c01 = PT2C_V8_ADD(PT2C_V8_ADD(c01, c11), PT2C_V8_ADD(c21, c31));
+    } else if (ROWS <= 3) { /* rows 0..2 in c00..c21 (even k) and c30..c51 (odd k) */
+        for (; k + 2 <= kc; k += 2) {
+            const float *a1 = a + acs;
+            pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), b2 = PT2C_V8_LOAD(b + 16),
+                    b3 = PT2C_V8_LOAD(b + 24), av;
+            av = PT2C_V8_SET1(a[0]), c00 = PT2C_V8_FMA(c00, av, b0), c01 = PT2C_V8_FMA(c01, av, b1);
+            av = PT2C_V8_SET1(a1[0]), c30 = PT2C_V8_FMA(c30, av, b2), c31 = PT2C_V8_FMA(c31, av, b3);
+            av = PT2C_V8_SET1(a[ars]), c10 = PT2C_V8_FMA(c10, av, b0), c11 = PT2C_V8_FMA(c11, av, b1);
+            av = PT2C_V8_SET1(a1[ars]), c40 = PT2C_V8_FMA(c40, av, b2), c41 = PT2C_V8_FMA(c41, av, b3);
+            if (ROWS > 2) {
+                av = PT2C_V8_SET1(a[2 * ars]), c20 = PT2C_V8_FMA(c20, av, b0), c21 = PT2C_V8_FMA(c21, av, b1);
+                av = PT2C_V8_SET1(a1[2 * ars]), c50 = PT2C_V8_FMA(c50, av, b2), c51 = PT2C_V8_FMA(c51, av, b3);
+            }
+            a += 2 * acs;
+            b += 2 * PT2C_GEMM_NR;
+        }
+        c00 = PT2C_V8_ADD(c00, c30), c01 = PT2C_V8_ADD(c01, c31);
+        c10 = PT2C_V8_ADD(c10, c40), c11 = PT2C_V8_ADD(c11, c41);
+        c20 = PT2C_V8_ADD(c20, c50), c21 = PT2C_V8_ADD(c21, c51);
+    }
+    for (; k < kc; k++) {
+        pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), av;
+        av = PT2C_V8_SET1(a[0]);
+        c00 = PT2C_V8_FMA(c00, av, b0), c01 = PT2C_V8_FMA(c01, av, b1);
+        if (ROWS > 1) av = PT2C_V8_SET1(a[ars]), c10 = PT2C_V8_FMA(c10, av, b0), c11 = PT2C_V8_FMA(c11, av, b1);
+        if (ROWS > 2) av = PT2C_V8_SET1(a[2 * ars]), c20 = PT2C_V8_FMA(c20, av, b0), c21 = PT2C_V8_FMA(c21, av, b1);
+        if (ROWS > 3) av = PT2C_V8_SET1(a[3 * ars]), c30 = PT2C_V8_FMA(c30, av, b0), c31 = PT2C_V8_FMA(c31, av, b1);
+        if (ROWS > 4) av = PT2C_V8_SET1(a[4 * ars]), c40 = PT2C_V8_FMA(c40, av, b0), c41 = PT2C_V8_FMA(c41, av, b1);
+        if (ROWS > 5) av = PT2C_V8_SET1(a[5 * ars]), c50 = PT2C_V8_FMA(c50, av, b0), c51 = PT2C_V8_FMA(c51, av, b1);
+        a += acs;
+        b += PT2C_GEMM_NR;
+    }
+    if (mr == ROWS && nr == PT2C_GEMM_NR && !ep) {
+        float *r;
+#define PT2C_GEMM_PUT(ROW, V0, V1)                                                  \
+        r = c + (ptrdiff_t)(ROW) * ldc;                                             \
+        if (accumulate) V0 = PT2C_V8_ADD(V0, PT2C_V8_LOAD(r)), V1 = PT2C_V8_ADD(V1, PT2C_V8_LOAD(r + 8)); \
+        PT2C_V8_STORE(r, V0), PT2C_V8_STORE(r + 8, V1)
+        PT2C_GEMM_PUT(0, c00, c01);
+        if (ROWS > 1) { PT2C_GEMM_PUT(1, c10, c11); }
+        if (ROWS > 2) { PT2C_GEMM_PUT(2, c20, c21); }
+        if (ROWS > 3) { PT2C_GEMM_PUT(3, c30, c31); }
+        if (ROWS > 4) { PT2C_GEMM_PUT(4, c40, c41); }
+        if (ROWS > 5) { PT2C_GEMM_PUT(5, c50, c51); }
+#undef PT2C_GEMM_PUT
+    } else {
+        float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
+        PT2C_V8_STORE(t + 0, c00), PT2C_V8_STORE(t + 8, c01);
+        if (ROWS > 1) PT2C_V8_STORE(t + 16, c10), PT2C_V8_STORE(t + 24, c11);
+        if (ROWS > 2) PT2C_V8_STORE(t + 32, c20), PT2C_V8_STORE(t + 40, c21);
+        if (ROWS > 3) PT2C_V8_STORE(t + 48, c30), PT2C_V8_STORE(t + 56, c31);
+        if (ROWS > 4) PT2C_V8_STORE(t + 64, c40), PT2C_V8_STORE(t + 72, c41);
+        if (ROWS > 5) PT2C_V8_STORE(t + 80, c50), PT2C_V8_STORE(t + 88, c51);
+        pt2c_gemm_store_tile(c, ldc, t, PT2C_MIN(mr, ROWS), nr, accumulate, ep, i0, j0);
+    }
+#else
+    /* Portable fallback: fixed-size loops over a 16-wide row that compilers
+     * turn into vector FMAs on their own. */
+    float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
+    int i, j, k;
+    for (i = 0; i < ROWS * PT2C_GEMM_NR; i++) t[i] = 0.0f;
+    for (k = 0; k < kc; k++) {
+        for (i = 0; i < ROWS; i++) {
+            float av = a[i * ars];
+            float *ti = t + i * PT2C_GEMM_NR;
+            for (j = 0; j < PT2C_GEMM_NR; j++) ti[j] += av * b[j];
+        }
+        a += acs;
+        b += PT2C_GEMM_NR;
+    }
+    pt2c_gemm_store_tile(c, ldc, t, PT2C_MIN(mr, ROWS), nr, accumulate, ep, i0, j0);
+#endif
+}
+
+/* Packed-A micro-kernel: the panel is zero-padded, so always all MR rows. */
+static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, float *c, int ldc, int mr, int nr,
+                                     int accumulate, const pt2c_epilogue *ep, int i0, int j0)
+{
+    pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR);
+}
+
+/* Strided-A micro-kernel: reads exactly mr rows, so nothing past M is touched. */
+static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptrdiff_t acs, const float *b, float *c,
+                                      int ldc, int mr, int nr, int accumulate, const pt2c_epilogue *ep, int i0, int j0)
+{
+    switch (mr) {
+#define PT2C_GEMM_CASE(R) \
+    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R); break
+        PT2C_GEMM_CASE(1);
+        PT2C_GEMM_CASE(2);
+        PT2C_GEMM_CASE(3);
+        PT2C_GEMM_CASE(4);
+        PT2C_GEMM_CASE(5);
+        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, 6); break;
+#undef PT2C_GEMM_CASE
+    }
+}
+
+/* ---- packing ---- */
+
+/* B(k,j) = b[k*rsb + j*csb], kc x nc  ->  NR-wide panels, zero-padded. */
+static void pt2c_gemm_pack_b(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT b, ptrdiff_t rsb, ptrdiff_t csb,
+                             int kc, int nc)
+{
+    int jp, j, k;
+    for (jp = 0; jp < nc; jp += PT2C_GEMM_NR) {
+        int nr = PT2C_MIN(PT2C_GEMM_NR, nc - jp);
+        float *d = dst + (ptrdiff_t)jp * kc;
+        const float *s = b + jp * csb;
+        if (csb == 1) { /* rows contiguous: plain copies */
+            for (k = 0; k < kc; k++) {
+                memcpy(d + k * PT2C_GEMM_NR, s + k * rsb, (size_t)nr * sizeof(float));
+                for (j = nr; j < PT2C_GEMM_NR; j++) d[k * PT2C_GEMM_NR + j] = 0.0f;
+            }
+        } else { /* transposed or general: walk each source column along k */
+            for (j = 0; j < nr; j++)
+                for (k = 0; k < kc; k++) d[k * PT2C_GEMM_NR + j] = s[j * csb + k * rsb];
+            for (k = 0; k < kc; k++)
+                for (j = nr; j < PT2C_GEMM_NR; j++) d[k * PT2C_GEMM_NR + j] = 0.0f;
+        }
+    }
+}
+
+/* A(i,k) = a[i*rsa + k*csa], mc x kc  ->  MR-row panels, zero-padded. */
+static void pt2c_gemm_pack_a(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT a, ptrdiff_t rsa, ptrdiff_t csa,
+                             int mc, int kc)
+{
+    int ip, i, k;
+    for (ip = 0; ip < mc; ip += PT2C_GEMM_MR) {
+        int mr = PT2C_MIN(PT2C_GEMM_MR, mc - ip);
+        float *d = dst + (ptrdiff_t)ip * kc;
+        const float *s = a + ip * rsa;
+        if (mr == PT2C_GEMM_MR) {
+            for (k = 0; k < kc; k++, d += PT2C_GEMM_MR)
+                for (i = 0; i < PT2C_GEMM_MR; i++) d[i] = s[i * rsa + k * csa];
+        } else {
+            for (k = 0; k < kc; k++, d += PT2C_GEMM_MR)
+                for (i = 0; i < PT2C_GEMM_MR; i++) d[i] = i < mr ? s[i * rsa + k * csa] : 0.0f;
+        }
+    }
+}
+
+/* ---- drivers ---- */
+
+static size_t pt2c_gemm_round16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+/* Scratch of one thread: a packed A block and a packed B block. */
+static size_t pt2c_gemm_thread_floats(int M, int N, int K)
+{
+    size_t mc = (size_t)PT2C_MIN(PT2C_GEMM_MC, (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR);
+    size_t nc = (size_t)PT2C_MIN(PT2C_GEMM_NC, (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR * PT2C_GEMM_NR);
+    size_t kc = (size_t)PT2C_MIN(PT2C_GEMM_KC, K);
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    return pt2c_gemm_round16(mc * kc) + pt2c_gemm_round16(kc * nc);
+}
+
+PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
+{
+    return (size_t)PT2C_MAX_THREADS * pt2c_gemm_thread_floats(M, N, K);
+}
+
+/* One thread's share: the full blocked algorithm on an M x N block of C.
+ * Packed operands start at a panel boundary (the caller splits on MR/NR). */
+static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
+                             int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
+                             float *scratch)
+{
+    const int MR = PT2C_GEMM_MR, NR = PT2C_GEMM_NR;
+    /* A few rows of an unpacked A are used in place: packing would cost as much
+     * as the (memory-bound) product itself. */
+    int a_direct = !a_packed && M <= PT2C_GEMM_SKINNY_M;
+    int pack_a = !a_packed && !a_direct;
+    /* With packed B and in-place A nothing needs a buffer, so take all of K at
+     * once: C is then written exactly once. */
+    int kmax = (a_direct && b_packed) ? K : PT2C_GEMM_KC;
+    int nkb = (K + kmax - 1) / kmax;
+    int kcb = (K + nkb - 1) / nkb; /* balanced k blocks */
+    float *abuf = scratch;
+    float *bbuf = scratch ? scratch + pt2c_gemm_round16((size_t)PT2C_MIN(PT2C_GEMM_MC, (M + MR - 1) / MR * MR) *
+                                                        (size_t)PT2C_MIN(PT2C_GEMM_KC, K))
+                          : NULL;
+    int jc, pc, ic, jr, ir;
+
+    for (jc = 0; jc < N; jc += PT2C_GEMM_NC) {
+        int nc = PT2C_MIN(PT2C_GEMM_NC, N - jc);
+        for (pc = 0; pc < K; pc += kcb) {
+            int kc = PT2C_MIN(kcb, K - pc);
+            int acc = pc > 0;
+            const pt2c_epilogue *epk = pc + kc == K ? ep : NULL;
+            const float *bp;
+            ptrdiff_t bps; /* distance between B micro-panels */
+            if (b_packed) {
+                bp = B + (ptrdiff_t)jc * K + (ptrdiff_t)pc * NR;
+                bps = (ptrdiff_t)NR * K;
+            } else {
+                pt2c_gemm_pack_b(bbuf, B + (ptrdiff_t)pc * rsb + (ptrdiff_t)jc * csb, rsb, csb, kc, nc);
+                bp = bbuf;
+                bps = (ptrdiff_t)NR * kc;
+            }
+            for (ic = 0; ic < M; ic += PT2C_GEMM_MC) {
+                int mc = PT2C_MIN(PT2C_GEMM_MC, M - ic);
+                const float *ap;
+                ptrdiff_t aps; /* distance between A micro-panels */
+                if (a_packed) {
+                    ap = A + (ptrdiff_t)ic * K + (ptrdiff_t)pc * MR;
+                    aps = (ptrdiff_t)MR * K;
+                } else if (pack_a) {
+                    pt2c_gemm_pack_a(abuf, A + (ptrdiff_t)ic * rsa + (ptrdiff_t)pc * csa, rsa, csa, mc, kc);
+                    ap = abuf;
+                    aps = (ptrdiff_t)MR * kc;
+                } else {
+                    ap = A + (ptrdiff_t)ic * rsa + (ptrdiff_t)pc * csa;
+                    aps = (ptrdiff_t)MR * rsa;
+                }
+                /* jr outer: one B micro-panel (L1) meets every A micro-panel (L2). */
+                for (jr = 0; jr < nc; jr += NR) {
+                    int nr = PT2C_MIN(NR, nc - jr);
+                    const float *bj = bp + (jr / NR) * bps;
+                    for (ir = 0; ir < mc; ir += MR) {
+                        int mr = PT2C_MIN(MR, mc - ir);
+                        float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
+                        const float *ai = ap + (ir / MR) * aps;
+                        if (a_direct)
+                            pt2c_gemm_ukernel_strided(kc, ai, rsa, csa, bj, c, ldc, mr, nr, acc, epk, ic + ir,
+                                                      jc + jr);
+                        else
+                            pt2c_gemm_ukernel_packed(kc, ai, bj, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* C = act(A*B + bias + residual).  scratch: pt2c_sgemm_scratch_floats(M,N,K)
+ * floats (may be NULL when both operands are packed, or when A is unpacked
+ * with M <= 16 and B packed). */
+PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
+                            int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
+                            float *scratch)
+{
+    int nt = 1, split_n = 1, units, t;
+    size_t per_thread;
+    if (M <= 0 || N <= 0) return;
+    if (ep && !ep->bias && !ep->residual && ep->act == PT2C_ACT_NONE) ep = NULL;
+    if (K <= 0) { /* empty sum: C = epilogue(0) */
+        float zero[PT2C_GEMM_MR * PT2C_GEMM_NR] = {0.0f};
+        int i, j;
+        for (i = 0; i < M; i += PT2C_GEMM_MR)
+            for (j = 0; j < N; j += PT2C_GEMM_NR)
+                pt2c_gemm_store_tile(C + (ptrdiff_t)i * ldc + j, ldc, zero, PT2C_MIN(PT2C_GEMM_MR, M - i),
+                                     PT2C_MIN(PT2C_GEMM_NR, N - j), 0, ep, i, j);
+        return;
+    }
+
+    /* Threads: each takes a slab of C (columns if there are enough NR panels
+     * and N is the longer side, else rows) and runs the whole blocked
+     * algorithm on it with its own scratch region. */
+#if defined(_OPENMP)
+    if (!omp_in_parallel()) {
+        long macs = (long)M * N * K;
+        int mt = (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, npan = (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
+        nt = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
+        nt = (int)PT2C_MIN((long)nt, macs / PT2C_GEMM_MIN_MACS_PER_THREAD);
+        split_n = npan >= nt && (N >= M || mt < nt);
+        nt = PT2C_MIN(nt, split_n ? npan : mt);
+        if (nt < 1) nt = 1;
+    }
+#endif
+    units = split_n ? (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR : (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR;
+    per_thread = pt2c_gemm_thread_floats(M, N, K);
+
+    PT2C_OMP(parallel for schedule(static) num_threads(nt) if (nt > 1))
+    for (t = 0; t < nt; t++) {
+        int u0 = (int)((long)units * t / nt), u1 = (int)((long)units * (t + 1) / nt);
+        float *sc = scratch ? scratch + (size_t)t * per_thread : NULL;
+        pt2c_epilogue e;
+        const pt2c_epilogue *et = NULL;
+        if (u0 >= u1) continue;
+        if (split_n) {
+            int j0 = u0 * PT2C_GEMM_NR, n = PT2C_MIN(N, u1 * PT2C_GEMM_NR) - j0;
+            if (ep) {
+                e = *ep;
+                if (e.bias && !e.bias_per_row) e.bias += j0;
+                if (e.residual) e.residual += j0;
+                et = &e;
+            }
+            pt2c_gemm_serial(C + j0, ldc, A, rsa, csa, a_packed,
+                             b_packed ? B + (ptrdiff_t)j0 * K : B + (ptrdiff_t)j0 * csb, rsb, csb, b_packed, M, n,
+                             K, et, sc);
+        } else {
+            int i0 = u0 * PT2C_GEMM_MR, m = PT2C_MIN(M, u1 * PT2C_GEMM_MR) - i0;
+            if (ep) {
+                e = *ep;
+                if (e.bias && e.bias_per_row) e.bias += i0;
+                if (e.residual) e.residual += (ptrdiff_t)i0 * e.ldr;
+                et = &e;
+            }
+            pt2c_gemm_serial(C + (ptrdiff_t)i0 * ldc, ldc,
+                             a_packed ? A + (ptrdiff_t)i0 * K : A + (ptrdiff_t)i0 * rsa, rsa, csa, a_packed, B, rsb,
+                             csb, b_packed, m, N, K, et, sc);
+        }
+    }
+}
+
+/* Reference implementation (tests): same semantics, no blocking, no threads. */
+PT2C_KERNEL void pt2c_sgemm_naive(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
+                                  int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
+                                  float *scratch)
+{
+    int i, j, k;
+    (void)scratch;
+    for (i = 0; i < M; i++) {
+        float *ci = C + (ptrdiff_t)i * ldc;
+        for (j = 0; j < N; j++) {
+            double s = 0.0;
+            for (k = 0; k < K; k++) {
+                float a = a_packed ? A[(ptrdiff_t)(i / PT2C_GEMM_MR) * PT2C_GEMM_MR * K + (ptrdiff_t)k * PT2C_GEMM_MR +
+                                       i % PT2C_GEMM_MR]
+                                   : A[(ptrdiff_t)i * rsa + (ptrdiff_t)k * csa];
+                float b = b_packed ? B[(ptrdiff_t)(j / PT2C_GEMM_NR) * PT2C_GEMM_NR * K + (ptrdiff_t)k * PT2C_GEMM_NR +
+                                       j % PT2C_GEMM_NR]
+                                   : B[(ptrdiff_t)k * rsb + (ptrdiff_t)j * csb];
+                s += (double)a * b;
+            }
+            ci[j] = (float)s;
+        }
+        if (ep) {
+            for (j = 0; j < N; j++) {
+                if (ep->bias) ci[j] += ep->bias_per_row ? ep->bias[i] : ep->bias[j];
+                if (ep->residual) ci[j] += ep->residual[(ptrdiff_t)i * ep->ldr + j];
+            }
+            pt2c_epilogue_act(ci, N, ep->act, ep->lo, ep->hi);
+        }
+    }
+}
+
+#endif /* PT2C_GEMM_C */

@@ -1,0 +1,70 @@
+"""Packed operand layouts of the pt2c GEMM (must match kernels/gemm.c).
+
+A (M x K) is cut into panels of MR rows: element (i, k) lives at
+``(i // MR) * MR * K + k * MR + i % MR``; B (K x N) into panels of NR columns:
+element (k, j) at ``(j // NR) * NR * K + k * NR + j % NR``.  Rows/columns past
+the matrix are zero.  The layouts do not depend on the kernel's cache blocking.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MR = 6   # PT2C_GEMM_MR
+NR = 16  # PT2C_GEMM_NR
+
+
+def _round_up(n: int, m: int) -> int:
+    return (n + m - 1) // m * m
+
+
+def pack_a(a: np.ndarray) -> np.ndarray:
+    """M x K -> flat float32 array of ceil(M/MR) panels of K x MR."""
+    a = np.asarray(a, dtype=np.float32)
+    if a.ndim != 2:
+        raise ValueError(f"pack_a expects a 2-D array, got shape {a.shape}")
+    m, k = a.shape
+    mp = _round_up(m, MR)
+    padded = np.zeros((mp, k), dtype=np.float32)
+    padded[:m] = a
+    # (panels, MR, K) -> (panels, K, MR)
+    return np.ascontiguousarray(padded.reshape(mp // MR, MR, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def pack_b(b: np.ndarray) -> np.ndarray:
+    """K x N -> flat float32 array of ceil(N/NR) panels of K x NR."""
+    b = np.asarray(b, dtype=np.float32)
+    if b.ndim != 2:
+        raise ValueError(f"pack_b expects a 2-D array, got shape {b.shape}")
+    k, n = b.shape
+    np_ = _round_up(n, NR)
+    padded = np.zeros((k, np_), dtype=np.float32)
+    padded[:, :n] = b
+    # (K, panels, NR) -> (panels, K, NR)
+    return np.ascontiguousarray(padded.reshape(k, np_ // NR, NR).transpose(1, 0, 2)).reshape(-1)
+
+
+def packed_a_size(m: int, k: int) -> int:
+    return _round_up(m, MR) * k
+
+
+def packed_b_size(k: int, n: int) -> int:
+    return k * _round_up(n, NR)
+
+
+def pack_conv_weight(w: np.ndarray, groups: int = 1) -> np.ndarray:
+    """OIHW conv weight -> the A operand of pt2c_conv2d.
+
+    Per group g the matrix W_g[OC/groups, (C/groups)*KH*KW] (k = c*KH*KW + kh*KW + kw,
+    the im2col row order) is packed with pack_a; groups follow one another.
+    """
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 4:
+        raise ValueError(f"pack_conv_weight expects OIHW, got shape {w.shape}")
+    oc = w.shape[0]
+    if groups < 1 or oc % groups:
+        raise ValueError(f"out channels {oc} not divisible by groups {groups}")
+    ocg = oc // groups
+    kg = w.shape[1] * w.shape[2] * w.shape[3]
+    parts = [pack_a(w[g * ocg:(g + 1) * ocg].reshape(ocg, kg)) for g in range(groups)]
+    return np.concatenate(parts) if parts else np.zeros(0, np.float32)

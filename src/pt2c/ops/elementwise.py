@@ -1,0 +1,550 @@
+"""Elementwise ops.  Every elementwise ATen op lowers to one IR op, `ew`, whose `expr`
+attribute is a small expression tree over its inputs; fusion merges chains of `ew` nodes
+into one loop.  Each scalar function is defined once in FUNCS: its C form and numpy form.
+
+Expression trees are tuples: ("in", dtype, i) | ("lit", dtype, value) | (fn, dtype, *args).
+Operands are cast to the compute dtype at lowering time, following PyTorch's promotion.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from pt2c.ir import Node, Value, ctype, np_dtype
+from pt2c.ops import defop, lowers
+
+Expr = tuple
+
+FLOATS = ("float32", "float64")
+
+
+def _fsuf(dtype: str) -> str:
+    return "f" if dtype == "float32" else ""
+
+
+def _m(name: str) -> Callable[[str, list[str]], str]:
+    """libm function, float or double variant."""
+    return lambda dt, a: f"{name}{_fsuf(dt)}({a[0]})"
+
+
+def _lit(dtype: str, value: Any) -> str:
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype in FLOATS:
+        v = float(value)
+        if math.isnan(v):
+            return "NAN" if dtype == "float32" else "(double)NAN"
+        if math.isinf(v):
+            s = "INFINITY" if dtype == "float32" else "(double)INFINITY"
+            return s if v > 0 else f"(-{s})"
+        r = repr(v)
+        if "e" not in r and "." not in r:
+            r += ".0"
+        return f"{r}f" if dtype == "float32" else r
+    v = int(value)
+    if dtype == "int64":
+        return f"INT64_C({v})" if v >= 0 else f"(-INT64_C({-v}))"
+    return str(v) if v >= 0 else f"({v})"
+
+
+def _sigmoid_np(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _erf_np(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _gelu_np(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + _erf_np(x / math.sqrt(2.0)))).astype(x.dtype)
+
+
+def _gelu_tanh_np(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))).astype(x.dtype)
+
+
+def _c_div(dt: str, a: list[str]) -> str:
+    return f"({a[0]} / {a[1]})"
+
+
+def _c_floordiv(dt: str, a: list[str]) -> str:
+    if dt in FLOATS:
+        return f"floor{_fsuf(dt)}({a[0]} / {a[1]})"
+    return f"pt2c_floordiv_{ctype(dt)}({a[0]}, {a[1]})"
+
+
+def _c_rem(dt: str, a: list[str]) -> str:
+    if dt in FLOATS:
+        return f"pt2c_remainder_{ctype(dt)}({a[0]}, {a[1]})"
+    return f"pt2c_remainder_{ctype(dt)}({a[0]}, {a[1]})"
+
+
+def _np_floordiv(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.floor_divide(x, y)
+
+
+# fn name -> (C builder(dtype, [arg exprs]) -> str, numpy(*arrays) -> array)
+FUNCS: dict[str, tuple[Callable[[str, list[str]], str], Callable[..., Any]]] = {
+    "add": (lambda dt, a: f"({a[0]} + {a[1]})", np.add),
+    "sub": (lambda dt, a: f"({a[0]} - {a[1]})", np.subtract),
+    "mul": (lambda dt, a: f"({a[0]} * {a[1]})", np.multiply),
+    "div": (_c_div, np.divide),
+    "floordiv": (_c_floordiv, _np_floordiv),
+    "truncdiv": (lambda dt, a: f"({a[0]} / {a[1]})" if dt not in FLOATS else f"trunc{_fsuf(dt)}({a[0]} / {a[1]})",
+                 lambda x, y: np.trunc(x / y).astype(x.dtype) if x.dtype.kind == "f" else (np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y))).astype(x.dtype)),
+    "remainder": (_c_rem, np.remainder),
+    "fmod": (lambda dt, a: f"fmod{_fsuf(dt)}({a[0]}, {a[1]})" if dt in FLOATS else f"({a[0]} % {a[1]})", np.fmod),
+    "neg": (lambda dt, a: f"(-{a[0]})", np.negative),
+    "abs": (lambda dt, a: f"fabs{_fsuf(dt)}({a[0]})" if dt in FLOATS else f"({a[0]} < 0 ? -{a[0]} : {a[0]})", np.abs),
+    "exp": (_m("exp"), np.exp),
+    "exp2": (_m("exp2"), np.exp2),
+    "expm1": (_m("expm1"), np.expm1),
+    "log": (_m("log"), np.log),
+    "log2": (_m("log2"), np.log2),
+    "log10": (_m("log10"), np.log10),
+    "log1p": (_m("log1p"), np.log1p),
+    "sqrt": (_m("sqrt"), np.sqrt),
+    "rsqrt": (lambda dt, a: f"(1{'.0f' if dt == 'float32' else '.0'} / sqrt{_fsuf(dt)}({a[0]}))", lambda x: 1 / np.sqrt(x)),
+    "reciprocal": (lambda dt, a: f"(1{'.0f' if dt == 'float32' else '.0'} / {a[0]})", np.reciprocal),
+    "sin": (_m("sin"), np.sin),
+    "cos": (_m("cos"), np.cos),
+    "tan": (_m("tan"), np.tan),
+    "asin": (_m("asin"), np.arcsin),
+    "acos": (_m("acos"), np.arccos),
+    "atan": (_m("atan"), np.arctan),
+    "sinh": (_m("sinh"), np.sinh),
+    "cosh": (_m("cosh"), np.cosh),
+    "tanh": (_m("tanh"), np.tanh),
+    "asinh": (_m("asinh"), np.arcsinh),
+    "acosh": (_m("acosh"), np.arccosh),
+    "atanh": (_m("atanh"), np.arctanh),
+    "atan2": (lambda dt, a: f"atan2{_fsuf(dt)}({a[0]}, {a[1]})", np.arctan2),
+    "erf": (_m("erf"), _erf_np),
+    "floor": (lambda dt, a: f"floor{_fsuf(dt)}({a[0]})" if dt in FLOATS else a[0], np.floor),
+    "ceil": (lambda dt, a: f"ceil{_fsuf(dt)}({a[0]})" if dt in FLOATS else a[0], np.ceil),
+    "trunc": (lambda dt, a: f"trunc{_fsuf(dt)}({a[0]})" if dt in FLOATS else a[0], np.trunc),
+    "round": (lambda dt, a: f"nearbyint{_fsuf(dt)}({a[0]})" if dt in FLOATS else a[0], np.round),
+    "sign": (lambda dt, a: f"(({a[0]} > 0) - ({a[0]} < 0))", np.sign),
+    "pow": (lambda dt, a: f"pow{_fsuf(dt)}({a[0]}, {a[1]})" if dt in FLOATS else f"pt2c_ipow({a[0]}, {a[1]})", np.power),
+    "square": (lambda dt, a: f"({a[0]} * {a[0]})", np.square),
+    "sigmoid": (lambda dt, a: f"(1{'.0f' if dt == 'float32' else '.0'} / (1{'.0f' if dt == 'float32' else '.0'} + exp{_fsuf(dt)}(-{a[0]})))", _sigmoid_np),
+    "relu": (lambda dt, a: f"({a[0]} > 0 ? {a[0]} : 0)", lambda x: np.maximum(x, 0).astype(x.dtype)),
+    "silu": (lambda dt, a: f"({a[0]} / (1{'.0f' if dt == 'float32' else '.0'} + exp{_fsuf(dt)}(-{a[0]})))", lambda x: x * _sigmoid_np(x)),
+    "gelu": (lambda dt, a: f"pt2c_gelu_{ctype(dt)}({a[0]})", _gelu_np),
+    "gelu_tanh": (lambda dt, a: f"pt2c_gelu_tanh_{ctype(dt)}({a[0]})", _gelu_tanh_np),
+    "hardswish": (lambda dt, a: f"pt2c_hardswish_{ctype(dt)}({a[0]})", lambda x: x * np.clip(x + 3, 0, 6) / 6),
+    "hardsigmoid": (lambda dt, a: f"pt2c_hardsigmoid_{ctype(dt)}({a[0]})", lambda x: np.clip(x + 3, 0, 6) / 6),
+    "maximum": (lambda dt, a: f"pt2c_max_{ctype(dt)}({a[0]}, {a[1]})", np.maximum),
+    "minimum": (lambda dt, a: f"pt2c_min_{ctype(dt)}({a[0]}, {a[1]})", np.minimum),
+    # clamp keeps NaN like torch: lower bound then upper bound, comparisons false on NaN
+    "clamp_min": (lambda dt, a: f"({a[0]} < {a[1]} ? {a[1]} : {a[0]})", lambda x, lo: np.where(x < lo, lo, x)),
+    "clamp_max": (lambda dt, a: f"({a[0]} > {a[1]} ? {a[1]} : {a[0]})", lambda x, hi: np.where(x > hi, hi, x)),
+    "where": (lambda dt, a: f"({a[0]} ? {a[1]} : {a[2]})", lambda c, x, y: np.where(c, x, y)),
+    "eq": (lambda dt, a: f"({a[0]} == {a[1]})", np.equal),
+    "ne": (lambda dt, a: f"({a[0]} != {a[1]})", np.not_equal),
+    "lt": (lambda dt, a: f"({a[0]} < {a[1]})", np.less),
+    "le": (lambda dt, a: f"({a[0]} <= {a[1]})", np.less_equal),
+    "gt": (lambda dt, a: f"({a[0]} > {a[1]})", np.greater),
+    "ge": (lambda dt, a: f"({a[0]} >= {a[1]})", np.greater_equal),
+    "isnan": (lambda dt, a: f"({a[0]} != {a[0]})", np.isnan),
+    "isinf": (lambda dt, a: f"(fabs{_fsuf(dt)}({a[0]}) == INFINITY)" if dt in FLOATS else "0", np.isinf),
+    "logical_and": (lambda dt, a: f"({a[0]} && {a[1]})", np.logical_and),
+    "logical_or": (lambda dt, a: f"({a[0]} || {a[1]})", np.logical_or),
+    "logical_xor": (lambda dt, a: f"(!{a[0]} != !{a[1]})", np.logical_xor),
+    "logical_not": (lambda dt, a: f"(!{a[0]})", np.logical_not),
+    "bitwise_and": (lambda dt, a: f"({a[0]} & {a[1]})", np.bitwise_and),
+    "bitwise_or": (lambda dt, a: f"({a[0]} | {a[1]})", np.bitwise_or),
+    "bitwise_xor": (lambda dt, a: f"({a[0]} ^ {a[1]})", np.bitwise_xor),
+    "bitwise_not": (lambda dt, a: f"(!{a[0]})" if dt == "bool" else f"(~{a[0]})", lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
+    "copy": (lambda dt, a: a[0], lambda x: x),
+}
+
+# ops whose result dtype is bool whatever the operand (compute) dtype
+PREDICATES = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and", "logical_or", "logical_xor", "logical_not"}
+
+
+# ---------------------------------------------------------------- expression helpers
+
+def e_in(v_dtype: str, i: int) -> Expr:
+    return ("in", v_dtype, i)
+
+
+def e_lit(dtype: str, value: Any) -> Expr:
+    return ("lit", dtype, value)
+
+
+def e_cast(x: Expr, dtype: str) -> Expr:
+    if x[1] == dtype:
+        return x
+    if x[0] == "lit":
+        return e_lit(dtype, x[2])
+    return ("cast", dtype, x)
+
+
+def e_fn(fn: str, dtype: str, *args: Expr) -> Expr:
+    return (fn, dtype, *args)
+
+
+def expr_to_c(e: Expr, leaves: list[str]) -> str:
+    kind, dt = e[0], e[1]
+    if kind == "in":
+        return leaves[e[2]]
+    if kind == "lit":
+        return _lit(dt, e[2])
+    if kind == "cast":
+        inner = expr_to_c(e[2], leaves)
+        src = e[2][1]
+        if dt == "bool":
+            return f"({inner} != 0)"
+        if src in FLOATS and dt not in FLOATS:
+            # float -> int conversion of NaN/out-of-range values is UB in C; PyTorch gives
+            # an unspecified value too, but we must not trap under UBSan.
+            return f"pt2c_f2i_{ctype(dt)}({inner})"
+        return f"({ctype(dt)}){inner}"
+    args = [expr_to_c(a, leaves) for a in e[2:]]
+    # the C builder sees the operand (compute) dtype: float vs double libm, comparisons of floats
+    opdt = e[3][1] if kind == "where" else e[2][1]
+    return FUNCS[kind][0](opdt, args)
+
+
+def expr_eval(e: Expr, arrays: list[np.ndarray]) -> np.ndarray:
+    kind, dt = e[0], e[1]
+    if kind == "in":
+        return np.asarray(arrays[e[2]])
+    if kind == "lit":
+        return np.asarray(e[2], dtype=np_dtype(dt))
+    if kind == "cast":
+        return np.asarray(expr_eval(e[2], arrays)).astype(np_dtype(dt))
+    args = [expr_eval(a, arrays) for a in e[2:]]
+    with np.errstate(all="ignore"):
+        r = FUNCS[kind][1](*args)
+    return np.asarray(r).astype(np_dtype(dt), copy=False)
+
+
+def expr_inputs(e: Expr) -> set[int]:
+    if e[0] == "in":
+        return {e[2]}
+    if e[0] == "lit":
+        return set()
+    out: set[int] = set()
+    for a in e[2:]:
+        out |= expr_inputs(a)
+    return out
+
+
+def expr_substitute(e: Expr, mapping: Callable[[int], Expr]) -> Expr:
+    """Replace each ("in", _, i) leaf by mapping(i)."""
+    if e[0] == "in":
+        return mapping(e[2])
+    if e[0] == "lit":
+        return e
+    return (e[0], e[1], *[expr_substitute(a, mapping) for a in e[2:]])
+
+
+def expr_size(e: Expr) -> int:
+    if e[0] in ("in", "lit"):
+        return 1
+    return 1 + sum(expr_size(a) for a in e[2:])
+
+
+def expr_str(e: Expr) -> str:
+    """Short human form for comments: add(mul(in0, 2.0), in1)."""
+    if e[0] == "in":
+        return f"in{e[2]}"
+    if e[0] == "lit":
+        return repr(e[2])
+    if e[0] == "cast":
+        return f"({e[1]}){expr_str(e[2])}"
+    return f"{e[0]}(" + ", ".join(expr_str(a) for a in e[2:]) + ")"
+
+
+# ---------------------------------------------------------------- the `ew` op
+
+def _ref_ew(node: Node, *arrays: np.ndarray) -> np.ndarray:
+    out = node.outputs[0]
+    r = expr_eval(node.attrs["expr"], list(arrays))
+    return np.broadcast_to(r, out.shape).astype(np_dtype(out.dtype))
+
+
+def _emit_ew(em: Any, node: Node) -> None:
+    em.elementwise(node)
+
+
+defop("ew", _ref_ew, _emit_ew, flops=lambda n: n.outputs[0].numel * max(1, expr_size(n.attrs["expr"]) - len(n.inputs)))
+
+
+# ---------------------------------------------------------------- lowering
+
+def _torch_dtype_name(t: Any) -> str:
+    return str(t).replace("torch.", "")
+
+
+def _result_dtype(ctx: Any, operands: list[Any]) -> str:
+    """PyTorch type promotion over tensors (Values) and Python scalars."""
+    import torch
+
+    probe: Any = None
+    for o in operands:
+        if isinstance(o, Value):
+            o = torch.empty([1] * len(o.shape), dtype=getattr(torch, o.dtype))
+        elif o is None:
+            continue
+        elif probe is None:
+            o = torch.tensor(o)  # a lone scalar: its default dtype
+        probe = o if probe is None else torch.empty([1], dtype=torch.result_type(probe, o))
+    return _torch_dtype_name(probe.dtype)
+
+
+def make_ew(ctx: Any, fn: str, operands: list[Any], compute: str | None = None, out: Value | None = None,
+            extra_lits: tuple = ()) -> Value:
+    """Emit one `ew` node computing fn(*operands) (Values or scalars) with PyTorch promotion."""
+    out = out if out is not None else ctx.out()
+    if compute is None:
+        compute = _result_dtype(ctx, operands) if fn not in ("where",) else out.dtype
+        if fn in PREDICATES or fn == "copy":
+            pass
+        elif compute not in FLOATS and out.dtype in FLOATS:
+            compute = out.dtype  # true division, sqrt of ints, ...: PyTorch computes in the float result type
+        elif fn not in PREDICATES and out.dtype != compute and out.dtype != "bool":
+            compute = out.dtype
+    ins: list[Value] = []
+    args: list[Expr] = []
+    for o in operands:
+        if isinstance(o, Value):
+            ins.append(o)
+            leaf = e_in(o.dtype, len(ins) - 1)
+            args.append(leaf if fn == "where" and len(args) == 0 else e_cast(leaf, compute))
+        else:
+            args.append(e_lit(compute, o))
+    for lit in extra_lits:
+        args.append(e_lit(compute, lit))
+    res_dt = "bool" if fn in PREDICATES else compute
+    if fn == "where":
+        args[0] = e_cast(args[0], "bool")
+    expr = e_cast(e_fn(fn, res_dt, *args), out.dtype)
+    ctx.emit("ew", ins, {"expr": expr}, [out])
+    return out
+
+
+def _binary(fn: str) -> Callable[..., Value]:
+    def lower(ctx: Any, a: dict[str, Any]) -> Value:
+        x, y = a["self"], a["other"]
+        alpha = a.get("alpha", 1)
+        if alpha not in (None, 1):
+            if isinstance(y, Value):
+                tmp = ctx.new("scaled", y.shape, y.dtype)
+                make_ew(ctx, "mul", [y, alpha], out=tmp)
+                y = tmp
+            else:
+                y = y * alpha
+        return make_ew(ctx, fn, [x, y])
+    return lower
+
+
+for _fn, _targets in {
+    "add": ("aten.add.Tensor", "aten.add.Scalar"),
+    "sub": ("aten.sub.Tensor", "aten.sub.Scalar", "aten.rsub.Scalar"),
+    "mul": ("aten.mul.Tensor", "aten.mul.Scalar"),
+    "maximum": ("aten.maximum.default",),
+    "minimum": ("aten.minimum.default",),
+    "eq": ("aten.eq.Tensor", "aten.eq.Scalar"),
+    "ne": ("aten.ne.Tensor", "aten.ne.Scalar"),
+    "lt": ("aten.lt.Tensor", "aten.lt.Scalar"),
+    "le": ("aten.le.Tensor", "aten.le.Scalar"),
+    "gt": ("aten.gt.Tensor", "aten.gt.Scalar"),
+    "ge": ("aten.ge.Tensor", "aten.ge.Scalar"),
+    "logical_and": ("aten.logical_and.default",),
+    "logical_or": ("aten.logical_or.default",),
+    "logical_xor": ("aten.logical_xor.default",),
+    "bitwise_and": ("aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"),
+    "bitwise_or": ("aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"),
+    "bitwise_xor": ("aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"),
+    "remainder": ("aten.remainder.Tensor", "aten.remainder.Scalar"),
+    "fmod": ("aten.fmod.Tensor", "aten.fmod.Scalar"),
+    "atan2": ("aten.atan2.default",),
+}.items():
+    if _fn == "sub":
+        continue
+    lowers(*_targets)(_binary(_fn))
+
+
+@lowers("aten.sub.Tensor", "aten.sub.Scalar")
+def _lower_sub(ctx: Any, a: dict[str, Any]) -> Value:
+    return _binary("sub")(ctx, a)
+
+
+@lowers("aten.rsub.Scalar", "aten.rsub.Tensor")
+def _lower_rsub(ctx: Any, a: dict[str, Any]) -> Value:
+    x, y = a["self"], a["other"]
+    alpha = a.get("alpha", 1)
+    if alpha not in (None, 1):
+        if isinstance(x, Value):
+            tmp = ctx.new("scaled", x.shape, x.dtype)
+            make_ew(ctx, "mul", [x, alpha], out=tmp)
+            x = tmp
+        else:
+            x = x * alpha
+    return make_ew(ctx, "sub", [y, x])
+
+
+@lowers("aten.pow.Scalar", "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor")
+def _lower_pow(ctx: Any, a: dict[str, Any]) -> Value:
+    x, e = a["self"], a["exponent"]
+    if e == 2 and isinstance(x, Value) and not isinstance(e, Value):
+        return make_ew(ctx, "square", [x], compute=ctx.out().dtype)
+    if e == 0.5 and isinstance(x, Value) and ctx.out().dtype in FLOATS:
+        return make_ew(ctx, "sqrt", [x], compute=ctx.out().dtype)
+    return make_ew(ctx, "pow", [x, e])
+
+
+@lowers("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
+def _lower_div(ctx: Any, a: dict[str, Any]) -> Value:
+    mode = a.get("rounding_mode")
+    fn = {"trunc": "truncdiv", "floor": "floordiv", None: "div"}[mode]
+    return make_ew(ctx, fn, [a["self"], a["other"]])
+
+
+@lowers("aten.floor_divide.default", "aten.floor_divide.Scalar")
+def _lower_floordiv(ctx: Any, a: dict[str, Any]) -> Value:
+    return make_ew(ctx, "floordiv", [a["self"], a["other"]])
+
+
+_UNARY = {
+    "neg": "aten.neg.default", "abs": "aten.abs.default", "exp": "aten.exp.default", "exp2": "aten.exp2.default",
+    "expm1": "aten.expm1.default", "log": "aten.log.default", "log2": "aten.log2.default", "log10": "aten.log10.default",
+    "log1p": "aten.log1p.default", "sqrt": "aten.sqrt.default", "rsqrt": "aten.rsqrt.default",
+    "reciprocal": "aten.reciprocal.default", "sin": "aten.sin.default", "cos": "aten.cos.default", "tan": "aten.tan.default",
+    "asin": "aten.asin.default", "acos": "aten.acos.default", "atan": "aten.atan.default", "sinh": "aten.sinh.default",
+    "cosh": "aten.cosh.default", "tanh": "aten.tanh.default", "asinh": "aten.asinh.default", "acosh": "aten.acosh.default",
+    "atanh": "aten.atanh.default", "erf": "aten.erf.default", "floor": "aten.floor.default", "ceil": "aten.ceil.default",
+    "trunc": "aten.trunc.default", "round": "aten.round.default", "sign": "aten.sign.default",
+    "sigmoid": "aten.sigmoid.default", "relu": "aten.relu.default", "silu": "aten.silu.default",
+    "hardswish": "aten.hardswish.default", "hardsigmoid": "aten.hardsigmoid.default", "isnan": "aten.isnan.default",
+    "isinf": "aten.isinf.default", "logical_not": "aten.logical_not.default", "bitwise_not": "aten.bitwise_not.default",
+    "square": "aten.square.default",
+}
+
+
+def _unary(fn: str) -> Callable[..., Value]:
+    def lower(ctx: Any, a: dict[str, Any]) -> Value:
+        x = a["self"]
+        out = ctx.out()
+        compute = out.dtype if fn not in PREDICATES else x.dtype
+        if fn in ("logical_not",):
+            compute = "bool"
+        return make_ew(ctx, fn, [x], compute=compute)
+    return lower
+
+
+for _fn, _t in _UNARY.items():
+    lowers(_t)(_unary(_fn))
+
+
+@lowers("aten.gelu.default")
+def _lower_gelu(ctx: Any, a: dict[str, Any]) -> Value:
+    fn = "gelu_tanh" if a.get("approximate", "none") == "tanh" else "gelu"
+    return make_ew(ctx, fn, [a["self"]], compute=ctx.out().dtype)
+
+
+def _clamp_expr(ctx: Any, x: Value, lo: Any, hi: Any, out: Value) -> Value:
+    compute = out.dtype
+    e: Expr = e_cast(e_in(x.dtype, 0), compute)
+    ins = [x]
+    for bound, fn in ((lo, "clamp_min"), (hi, "clamp_max")):
+        if bound is None:
+            continue
+        if isinstance(bound, Value):
+            ins.append(bound)
+            b = e_cast(e_in(bound.dtype, len(ins) - 1), compute)
+        else:
+            b = e_lit(compute, bound)
+        e = e_fn(fn, compute, e, b)
+    ctx.emit("ew", ins, {"expr": e}, [out])
+    return out
+
+
+@lowers("aten.clamp.default", "aten.clamp.Tensor")
+def _lower_clamp(ctx: Any, a: dict[str, Any]) -> Value:
+    return _clamp_expr(ctx, a["self"], a.get("min"), a.get("max"), ctx.out())
+
+
+@lowers("aten.clamp_min.default")
+def _lower_clamp_min(ctx: Any, a: dict[str, Any]) -> Value:
+    return _clamp_expr(ctx, a["self"], a["min"], None, ctx.out())
+
+
+@lowers("aten.clamp_max.default")
+def _lower_clamp_max(ctx: Any, a: dict[str, Any]) -> Value:
+    return _clamp_expr(ctx, a["self"], None, a["max"], ctx.out())
+
+
+@lowers("aten.hardtanh.default")
+def _lower_hardtanh(ctx: Any, a: dict[str, Any]) -> Value:
+    return _clamp_expr(ctx, a["self"], a.get("min_val", -1.0), a.get("max_val", 1.0), ctx.out())
+
+
+@lowers("aten.leaky_relu.default")
+def _lower_leaky_relu(ctx: Any, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    slope = a.get("negative_slope", 0.01)
+    xi = e_cast(e_in(x.dtype, 0), out.dtype)
+    e = e_fn("where", out.dtype, e_fn("gt", "bool", xi, e_lit(out.dtype, 0)), xi, e_fn("mul", out.dtype, xi, e_lit(out.dtype, slope)))
+    ctx.emit("ew", [x], {"expr": e}, [out])
+    return out
+
+
+@lowers("aten.elu.default")
+def _lower_elu(ctx: Any, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    alpha, scale, iscale = a.get("alpha", 1.0), a.get("scale", 1.0), a.get("input_scale", 1.0)
+    dt = out.dtype
+    xi = e_cast(e_in(x.dtype, 0), dt)
+    neg = e_fn("mul", dt, e_lit(dt, alpha * scale), e_fn("expm1", dt, e_fn("mul", dt, xi, e_lit(dt, iscale))))
+    e = e_fn("where", dt, e_fn("gt", "bool", xi, e_lit(dt, 0)), e_fn("mul", dt, xi, e_lit(dt, scale)), neg)
+    ctx.emit("ew", [x], {"expr": e}, [out])
+    return out
+
+
+@lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
+def _lower_where(ctx: Any, a: dict[str, Any]) -> Value:
+    out = ctx.out()
+    cond, x, y = a["condition"], a["self"], a["other"]
+    ins: list[Value] = [cond]
+    args: list[Expr] = [e_cast(e_in(cond.dtype, 0), "bool")]
+    for o in (x, y):
+        if isinstance(o, Value):
+            ins.append(o)
+            args.append(e_cast(e_in(o.dtype, len(ins) - 1), out.dtype))
+        else:
+            args.append(e_lit(out.dtype, o))
+    ctx.emit("ew", ins, {"expr": e_fn("where", out.dtype, *args)}, [out])
+    return out
+
+
+@lowers("aten._to_copy.default", "aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
+        "aten.copy.default", "aten.detach.default", "aten.contiguous.default", "aten._assert_tensor_metadata.default")
+def _lower_copy(ctx: Any, a: dict[str, Any]) -> Value | None:
+    if ctx.target == "aten._assert_tensor_metadata.default":
+        return None
+    src = a.get("src", a.get("self"))
+    out = ctx.out()
+    if src.dtype == out.dtype and src.shape == out.shape:
+        return src  # a copy of an immutable value is the value itself
+    return make_ew(ctx, "copy", [src], compute=out.dtype)
+
+
+@lowers("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
+def _lower_masked_fill(ctx: Any, a: dict[str, Any]) -> Value:
+    out = ctx.out()
+    x, mask, val = a["self"], a["mask"], a["value"]
+    ins = [mask, x]
+    vexpr = e_lit(out.dtype, val) if not isinstance(val, Value) else None
+    if vexpr is None:
+        ins.append(val)
+        vexpr = e_cast(e_in(val.dtype, 2), out.dtype)
+    e = e_fn("where", out.dtype, e_cast(e_in(mask.dtype, 0), "bool"), vexpr, e_cast(e_in(x.dtype, 1), out.dtype))
+    ctx.emit("ew", ins, {"expr": e}, [out])
+    return out

@@ -1,0 +1,109 @@
+"""Dead code elimination, BatchNorm folding and GEMM/conv epilogue fusion."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pt2c.ir import Graph, Node, Value
+
+
+def dce(g: Graph) -> Graph:
+    live = {id(v) for v in g.outputs}
+    kept: list[Node] = []
+    for n in reversed(g.nodes):
+        if any(id(v) in live for v in n.outputs):
+            kept.append(n)
+            live.update(id(v) for v in n.inputs)
+    g.nodes = kept[::-1]
+    return g
+
+
+def _single_user(g: Graph, v: Value, users: dict[int, list[Node]]) -> Node | None:
+    us = users.get(id(v), [])
+    if len(us) != 1 or any(o is v for o in g.outputs):
+        return None
+    return us[0]
+
+
+def fold_batchnorm(g: Graph) -> Graph:
+    """conv2d -> channel_affine(scale, shift) becomes one conv2d with scaled weights and bias."""
+    users = g.users()
+    drop: set[int] = set()
+    for n in g.nodes:
+        if n.op != "conv2d" or n.attrs.get("has_residual") or n.attrs.get("act"):
+            continue
+        u = _single_user(g, n.outputs[0], users)
+        if u is None or u.op != "channel_affine" or u.inputs[0] is not n.outputs[0]:
+            continue
+        scale, shift = u.inputs[1].data, u.inputs[2].data
+        w = n.inputs[1]
+        if scale is None or shift is None or not w.is_const:
+            continue
+        new_w = Value(w.name, w.shape, w.dtype, (w.data * scale.reshape(-1, 1, 1, 1)).astype(np.float32))
+        old_b = n.inputs[2].data if n.attrs.get("has_bias") else np.zeros(w.shape[0], np.float32)
+        new_b = Value(w.name.rsplit("_weight", 1)[0] + "_bias_folded", (w.shape[0],), "float32",
+                      (old_b * scale + shift).astype(np.float32))
+        n.inputs = [n.inputs[0], new_w, new_b]
+        n.attrs["has_bias"] = True
+        # the conv now produces the affine's output value
+        out = u.outputs[0]
+        n.outputs = [out]
+        out.producer = n
+        drop.add(id(u))
+    g.nodes = [n for n in g.nodes if id(n) not in drop]
+    return g
+
+
+_EPILOGUE_ACTS = {"relu", "hardswish", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh"}
+
+
+def _act_of(expr: tuple) -> tuple[str, float, float] | None:
+    """Recognise act(in0) (and clamps of in0) in an `ew` expression."""
+    kind = expr[0]
+    if kind in _EPILOGUE_ACTS and expr[2] == ("in", "float32", 0):
+        return kind, 0.0, 0.0
+    if kind == "clamp_max" and expr[3][0] == "lit":
+        inner = expr[2]
+        if inner[0] == "clamp_min" and inner[2] == ("in", "float32", 0) and inner[3][0] == "lit":
+            return "clamp", float(inner[3][2]), float(expr[3][2])
+    return None
+
+
+def fuse_epilogues(g: Graph) -> Graph:
+    """Fold a residual add and then an activation into the producing conv2d / matmul."""
+    changed = True
+    while changed:
+        changed = False
+        users = g.users()
+        pos = {id(m): i for i, m in enumerate(g.nodes)}
+        for n in g.nodes:
+            if n.op not in ("conv2d", "matmul") or n.attrs.get("act") or n.outputs[0].dtype != "float32":
+                continue
+            if n.op == "matmul" and len(n.outputs[0].shape) > 2 and len(n.inputs[1].shape) > 2:
+                continue  # batched products keep a plain epilogue
+            y = n.outputs[0]
+            u = _single_user(g, y, users)
+            if u is None or u.op != "ew" or u.outputs[0].shape != y.shape or u.attrs.get("views"):
+                continue
+            e = u.attrs["expr"]
+            act = _act_of(e) if len(u.inputs) == 1 else None
+            if act is not None:
+                n.attrs["act"], n.attrs["lo"], n.attrs["hi"] = act
+            elif (not n.attrs.get("has_residual") and e[0] == "add" and len(u.inputs) == 2
+                  and {e[2], e[3]} == {("in", "float32", 0), ("in", "float32", 1)}):
+                other = u.inputs[1] if u.inputs[0] is y else u.inputs[0]
+                if other.shape != y.shape or other is y or other.is_const:
+                    continue
+                if other.producer is not None and pos[id(other.producer)] > pos[id(n)]:
+                    continue  # the residual is computed later: fuse into its producer instead
+                n.inputs = n.inputs + [other]
+                n.attrs["has_residual"] = True
+            else:
+                continue
+            out = u.outputs[0]
+            n.outputs = [out]
+            out.producer = n
+            g.nodes = [m for m in g.nodes if m is not u]
+            changed = True
+            break
+    return g

@@ -1,0 +1,103 @@
+"""Run a built artifact from Python through ctypes: numpy in, numpy out, no torch."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pt2c.errors import Pt2cError
+
+DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "int16": np.int16,
+          "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+
+
+class RunError(Pt2cError):
+    pass
+
+
+def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
+    raw = np.zeros(nbytes + align, dtype=np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off:off + nbytes]
+
+
+class Model:
+    """A loaded model: `model(x, ...)` or `model.run({name: array})` returns numpy outputs."""
+
+    def __init__(self, out_dir: Any, lib: Any = None, threads: int | None = None):
+        self.dir = Path(out_dir)
+        mpath = self.dir / "manifest.json"
+        if not mpath.exists():
+            raise RunError(f"{self.dir}: no manifest.json; is this a pt2c output folder?")
+        self.manifest = json.loads(mpath.read_text())
+        self.name = self.manifest["name"]
+        lib_path = Path(lib) if lib else self.dir / "build" / f"lib{self.name}.so"
+        if not lib_path.exists():
+            raise RunError(f"{lib_path} not found.\nWhat to try: build it first: pt2c build {self.dir}")
+        if threads is not None:
+            os.environ["OMP_NUM_THREADS"] = str(threads)
+        self.lib = ctypes.CDLL(str(lib_path))
+        n = self.name
+        getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
+        abi = getattr(self.lib, f"{n}_abi_version")()
+        if abi != self.manifest["abi_version"]:
+            raise RunError(f"{lib_path}: ABI version {abi}, manifest says {self.manifest['abi_version']}: rebuild the library")
+        getattr(self.lib, f"{n}_workspace_size").restype = ctypes.c_size_t
+        getattr(self.lib, f"{n}_strerror").restype = ctypes.c_char_p
+        getattr(self.lib, f"{n}_init").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        getattr(self.lib, f"{n}_run_v").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        self.inputs = self.manifest["inputs"]
+        self.outputs = self.manifest["outputs"]
+        w = self.manifest["weights"]
+        if w["embedded"]:
+            self._weights = None
+            wptr, wsize = None, 0
+        else:
+            raw = (self.dir / w["file"]).read_bytes()
+            self._weights = _aligned(len(raw))
+            self._weights[:] = np.frombuffer(raw, np.uint8)
+            wptr, wsize = self._weights.ctypes.data, len(raw)
+        self._ws = _aligned(max(getattr(self.lib, f"{n}_workspace_size")(), 64))
+        self._ctx = ctypes.create_string_buffer(64)
+        rc = getattr(self.lib, f"{n}_init")(self._ctx, wptr, wsize, self._ws.ctypes.data)
+        self._check(rc, "init")
+
+    def _check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            msg = getattr(self.lib, f"{self.name}_strerror")(rc).decode()
+            raise RunError(f"{self.name}_{what} failed with status {rc}: {msg}")
+
+    def __call__(self, *args: Any) -> Any:
+        outs = self.run(list(args))
+        return outs[0] if len(outs) == 1 else outs
+
+    def run(self, inputs: Any) -> list[np.ndarray]:
+        if isinstance(inputs, dict):
+            missing = [d["name"] for d in self.inputs if d["name"] not in inputs]
+            if missing:
+                raise RunError(f"missing input(s) {missing}; the model takes {[d['name'] for d in self.inputs]}")
+            inputs = [inputs[d["name"]] for d in self.inputs]
+        if len(inputs) != len(self.inputs):
+            raise RunError(f"{self.name} takes {len(self.inputs)} input(s) "
+                           f"({', '.join(d['name'] for d in self.inputs)}), got {len(inputs)}")
+        arrays = []
+        for x, d in zip(inputs, self.inputs):
+            x = np.asarray(x)
+            want = np.dtype(DTYPES[d["dtype"]])
+            if tuple(x.shape) != tuple(d["shape"]):
+                raise RunError(f"input '{d['name']}': expected shape {tuple(d['shape'])}, got {tuple(x.shape)}")
+            if x.dtype != want:
+                raise RunError(f"input '{d['name']}': expected dtype {d['dtype']}, got {x.dtype} "
+                               f"(convert with .astype(np.{want.name}))")
+            arrays.append(np.ascontiguousarray(x))
+        outs = [np.empty(d["shape"], DTYPES[d["dtype"]]) for d in self.outputs]
+        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
+        out_ptrs = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
+        rc = getattr(self.lib, f"{self.name}_run_v")(self._ctx, in_ptrs, out_ptrs)
+        self._check(rc, "run")
+        return outs

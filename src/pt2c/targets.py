@@ -1,0 +1,162 @@
+"""Target presets: which compiler flags the generated build files use.
+
+A target is pure data: a name, an architecture, a tuple of compiler flags and
+the SIMD level the kernels may assume.  The flags end up, verbatim, in the
+generated ``CMakeLists.txt`` / ``Makefile`` / ``build.sh`` (where the user can
+override them), so the artifact is the same whichever machine runs ``pt2c``.
+
+Nothing here ever looks at the host.  The single exception is the ``native``
+preset, the one explicit opt-in to ``-march=native``: it is still just a flag,
+the probing is done by the compiler on the machine that builds the artifact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Target:
+    """A compilation target preset.
+
+    name:        the spec accepted by :func:`get_target` (``"x86_64-v3"``).
+    arch:        the CPU architecture (``"x86_64"``, ``"aarch64"``, ``"any"``...).
+    cflags:      compiler flags selecting the instruction set (gcc/clang syntax).
+    description: one human-readable line.
+    simd:        the SIMD level the kernels may use (``"none"``, ``"sse2"``,
+                 ``"avx2+fma"``, ``"avx512"``, ``"neon"``, ``"simd128"``,
+                 ``"host"``).  Informational: kernels select their code paths
+                 from the compiler's predefined macros (``__AVX2__``...), which
+                 these flags set.
+    """
+
+    name: str
+    arch: str
+    cflags: tuple[str, ...]
+    description: str
+    simd: str
+
+    def describe(self) -> str:
+        """One line: ``name  (arch, simd)  flags  - description``."""
+        flags = " ".join(self.cflags) if self.cflags else "(no flags)"
+        return f"{self.name:<10} [{self.arch}, simd: {self.simd}] {flags} - {self.description}"
+
+    @property
+    def flags_str(self) -> str:
+        """The flags as one space-separated string (for build files)."""
+        return " ".join(self.cflags)
+
+
+def _t(
+    name: str, arch: str, cflags: tuple[str, ...], simd: str, description: str
+) -> Target:
+    return Target(
+        name=name, arch=arch, cflags=cflags, description=description, simd=simd
+    )
+
+
+# Ordered: this is the order help texts list them in.
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        _t(
+            "generic",
+            "any",
+            ("-DPT2C_NO_SIMD",),
+            "none",
+            "portable C99, no instruction-set flags, SIMD code paths disabled",
+        ),
+        _t(
+            "x86_64",
+            "x86_64",
+            ("-march=x86-64",),
+            "sse2",
+            "x86-64 baseline (SSE2), runs on every 64-bit x86 CPU",
+        ),
+        _t(
+            "x86_64-v2",
+            "x86_64",
+            ("-march=x86-64-v2",),
+            "sse4.2",
+            "x86-64-v2 (SSE4.2, POPCNT; ~2009+ CPUs)",
+        ),
+        _t(
+            "x86_64-v3",
+            "x86_64",
+            ("-march=x86-64-v3",),
+            "avx2+fma",
+            "x86-64-v3 (AVX2, FMA, BMI2; Haswell / Zen 1 and later)",
+        ),
+        _t(
+            "x86_64-v4",
+            "x86_64",
+            ("-march=x86-64-v4",),
+            "avx512",
+            "x86-64-v4 (AVX-512 F/BW/CD/DQ/VL; Skylake-X / Zen 4 and later)",
+        ),
+        _t(
+            "aarch64",
+            "aarch64",
+            ("-march=armv8-a",),
+            "neon",
+            "64-bit Arm baseline (ARMv8-A, NEON)",
+        ),
+        _t(
+            "riscv64",
+            "riscv64",
+            ("-march=rv64gc",),
+            "none",
+            "64-bit RISC-V (RV64GC, scalar code)",
+        ),
+        _t(
+            "wasm32",
+            "wasm32",
+            ("-msimd128",),
+            "simd128",
+            "WebAssembly with 128-bit SIMD (compile with emcc or clang --target=wasm32)",
+        ),
+        _t(
+            "native",
+            "host",
+            ("-march=native",),
+            "host",
+            "whatever the building machine supports (-march=native); not portable",
+        ),
+    )
+}
+
+# Common alternative spellings.
+_ALIASES: dict[str, str] = {
+    "x86-64": "x86_64",
+    "amd64": "x86_64",
+    "x86-64-v2": "x86_64-v2",
+    "x86-64-v3": "x86_64-v3",
+    "x86-64-v4": "x86_64-v4",
+    "avx2": "x86_64-v3",
+    "avx512": "x86_64-v4",
+    "arm64": "aarch64",
+    "rv64gc": "riscv64",
+    "wasm": "wasm32",
+    "portable": "generic",
+}
+
+
+def get_target(spec: str | Target) -> Target:
+    """Return the preset named ``spec`` (case-insensitive; a few aliases such
+    as ``arm64`` or ``amd64`` are accepted).  A :class:`Target` is returned as
+    is.  Raises ``ValueError`` listing the valid names for an unknown spec."""
+    if isinstance(spec, Target):
+        return spec
+    key = str(spec).strip().lower().replace(" ", "")
+    key = _ALIASES.get(key, key)
+    try:
+        return TARGETS[key]
+    except KeyError:
+        valid = ", ".join(TARGETS)
+        raise ValueError(
+            f"unknown target {spec!r}; valid targets: {valid} "
+            f"(aliases: {', '.join(sorted(_ALIASES))})"
+        ) from None
+
+
+__all__ = ["TARGETS", "Target", "get_target"]

@@ -1,0 +1,409 @@
+"""Tests of kernels/gemm.c and kernels/conv.c against numpy / torch references.
+
+A small C harness that #includes the kernel files is built into a shared
+library (gcc -O2 -mavx2 -mfma, warnings as errors) and driven through ctypes.
+Extra builds cover the scalar path (clang, no -mavx2), OpenMP threading, and a
+self-checking C program under ASan/UBSan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KDIR = ROOT / "src" / "pt2c" / "kernels"
+sys.path.insert(0, str(ROOT / "src"))
+
+from pt2c.kernels.layout import MR, NR, pack_a, pack_b, pack_conv_weight  # noqa: E402
+
+WARN = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
+ACTS = ["none", "relu", "clamp", "hardswish", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh"]
+
+HARNESS = r"""
+#include "conv.c"
+#if defined(_OPENMP)
+void t_set_threads(int n) { omp_set_num_threads(n); }
+#else
+void t_set_threads(int n) { (void)n; }
+#endif
+size_t t_sgemm_scratch(int M, int N, int K) { return pt2c_sgemm_scratch_floats(M, N, K); }
+void t_sgemm(int naive, float *C, int ldc, const float *A, int rsa, int csa, int ap, const float *B, int rsb, int csb,
+             int bp, int M, int N, int K, int use_ep, const float *bias, int bias_per_row, const float *res, int ldr,
+             int act, float lo, float hi, float *scratch)
+{
+    pt2c_epilogue ep;
+    ep.bias = bias, ep.bias_per_row = bias_per_row, ep.residual = res, ep.ldr = ldr;
+    ep.act = act, ep.lo = lo, ep.hi = hi;
+    (naive ? pt2c_sgemm_naive : pt2c_sgemm)(C, ldc, A, rsa, csa, ap, B, rsb, csb, bp, M, N, K,
+                                            use_ep ? &ep : NULL, scratch);
+}
+size_t t_conv_scratch(const int *s)
+{
+    return pt2c_conv2d_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                                      s[13], s[14], s[15]);
+}
+/* s = N C H W OC KH KW sh sw ph pw dh dw groups OH OW */
+void t_conv(int depthwise, float *out, const float *in, const float *w, const float *bias, const float *res, int act,
+            float lo, float hi, const int *s, float *scratch)
+{
+    pt2c_epilogue ep;
+    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = lo, ep.hi = hi;
+    if (depthwise)
+        pt2c_conv2d_depthwise(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10],
+                              s[11], s[12], s[14], s[15]);
+    else
+        pt2c_conv2d(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                    s[12], s[13], s[14], s[15], scratch);
+}
+"""
+
+
+def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
+    src = tmp / f"{name}.c"
+    src.write_text(HARNESS)
+    lib = tmp / f"lib{name}.so"
+    subprocess.run([cc, *WARN, *flags, "-fPIC", "-shared", f"-I{KDIR}", str(src), "-o", str(lib), "-lm"],
+                   check=True, capture_output=False)
+    dll = ctypes.CDLL(str(lib))
+    p, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
+    dll.t_sgemm_scratch.restype = ctypes.c_size_t
+    dll.t_sgemm_scratch.argtypes = [i, i, i]
+    dll.t_sgemm.argtypes = [i, p, i, p, i, i, i, p, i, i, i, i, i, i, i, p, i, p, i, i, f, f, p]
+    dll.t_conv_scratch.restype = ctypes.c_size_t
+    dll.t_conv_scratch.argtypes = [p]
+    dll.t_conv.argtypes = [i, p, p, p, p, p, i, f, f, p, p]
+    dll.t_set_threads.argtypes = [i]
+    return dll
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory) -> ctypes.CDLL:
+    return _build(tmp_path_factory.mktemp("gemm"), "avx2", "gcc", ["-O2", "-mavx2", "-mfma"])
+
+
+def _ptr(x):
+    return None if x is None else x.ctypes.data
+
+
+def _act_ref(x: np.ndarray, act: str, lo: float, hi: float) -> np.ndarray:
+    from math import erf
+    if act == "none":
+        return x
+    if act == "relu":
+        return np.maximum(x, 0)
+    if act == "clamp":
+        return np.minimum(np.maximum(x, lo), hi)
+    if act == "hardswish":
+        return x * np.clip(x + 3, 0, 6) / 6
+    if act == "silu":
+        return x / (1 + np.exp(-x))
+    if act == "gelu":
+        return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2)))
+    if act == "gelu_tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    if act == "sigmoid":
+        return 1 / (1 + np.exp(-x))
+    if act == "tanh":
+        return np.tanh(x)
+    raise ValueError(act)
+
+
+def _check(got: np.ndarray, ref: np.ndarray, what: str) -> None:
+    tol = 1e-4 * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    err = float(np.abs(got.astype(np.float64) - ref).max(initial=0.0))
+    assert err <= tol, f"{what}: max abs err {err:.3g} > {tol:.3g}"
+
+
+def run_gemm(lib, M, N, K, *, a_mode="row", b_mode="row", bias=None, residual=False, act="none", lo=0.0,
+             hi=6.0, naive=False, rng=None, ldc_pad=3):
+    """Runs one GEMM through the harness and checks it against float64 numpy.
+
+    a_mode/b_mode: row (row-major), trans (column-major, i.e. a transposed
+    tensor), strided (row-major with padding and a column stride of 2), packed.
+    """
+    rng = rng or np.random.default_rng(M * 10007 + N * 101 + K)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+
+    def operand(x, mode, pack):
+        r, c = x.shape
+        if mode == "row":
+            return x.copy(), c, 1, 0
+        if mode == "trans":
+            buf = np.ascontiguousarray(x.T)
+            return buf, 1, r, 0
+        if mode == "strided":
+            buf = np.zeros((r, 2 * c + 5), np.float32)
+            buf[:, : 2 * c : 2] = x
+            return buf, 2 * c + 5, 2, 0
+        if mode == "packed":
+            return pack(x), 0, 0, 1
+        raise ValueError(mode)
+
+    abuf, rsa, csa, ap = operand(a, a_mode, pack_a)
+    bbuf, rsb, csb, bp = operand(b, b_mode, pack_b)
+    ldc = N + ldc_pad
+    c = np.full((M, ldc), 7.0, np.float32)  # the padding must survive
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bias_arr = res_arr = None
+    ldr = 0
+    if bias == "row":
+        bias_arr = rng.standard_normal(M).astype(np.float32)
+        ref += bias_arr[:, None]
+    elif bias == "col":
+        bias_arr = rng.standard_normal(N).astype(np.float32)
+        ref += bias_arr[None, :]
+    if residual:
+        ldr = N + 1
+        res_arr = rng.standard_normal((M, ldr)).astype(np.float32)
+        ref += res_arr[:, :N]
+    ref = _act_ref(ref, act, lo, hi)
+    use_ep = int(bias is not None or residual or act != "none")
+    scratch = np.zeros(max(1, lib.t_sgemm_scratch(M, N, K)), np.float32)
+    lib.t_sgemm(int(naive), _ptr(c), ldc, _ptr(abuf), rsa, csa, ap, _ptr(bbuf), rsb, csb, bp, M, N, K, use_ep,
+                _ptr(bias_arr), int(bias == "row"), _ptr(res_arr), ldr, ACTS.index(act), lo, hi, _ptr(scratch))
+    what = f"M={M} N={N} K={K} a={a_mode} b={b_mode} bias={bias} res={residual} act={act}"
+    _check(c[:, :N], ref, what)
+    assert np.all(c[:, N:] == 7.0), f"{what}: wrote outside C"
+
+
+SIZES = [1, 5, 6, 7, 16, 17, 33, 100]
+
+
+@pytest.mark.parametrize("a_mode,b_mode", [("row", "row"), ("row", "packed"), ("packed", "row"),
+                                           ("packed", "packed"), ("trans", "trans"), ("strided", "strided")])
+def test_gemm_shapes(lib, a_mode, b_mode):
+    for M, N in itertools.product(SIZES, SIZES):
+        for K in (1, 7, 33, 100):
+            run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode)
+
+
+@pytest.mark.parametrize("a_mode,b_mode", [("row", "row"), ("row", "packed"), ("packed", "row"), ("trans", "row")])
+def test_gemm_large(lib, a_mode, b_mode):
+    # K=300 > KC: several k blocks (C accumulation); 300 rows/cols: several MC panels and edges
+    for M, N, K in [(300, 300, 300), (17, 300, 300), (300, 17, 300), (16, 100, 300), (3, 33, 600), (300, 5, 7)]:
+        run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_gemm_epilogue(lib, act):
+    lo, hi = (-0.5, 1.5) if act == "clamp" else (0.0, 6.0)
+    for (M, N, K), a_mode, b_mode in [((7, 33, 300), "row", "packed"),    # skinny, in-place A
+                                      ((40, 35, 300), "row", "row"),      # packed A, 2 k blocks, edges
+                                      ((33, 17, 20), "packed", "row")]:
+        for bias, residual in [(None, False), ("row", False), ("col", True)]:
+            run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode, bias=bias, residual=residual, act=act, lo=lo,
+                     hi=hi)
+
+
+def test_gemm_k_zero(lib):
+    run_gemm(lib, 5, 20, 0, bias="col", act="relu")
+
+
+def test_gemm_naive(lib):
+    for a_mode, b_mode in [("row", "row"), ("packed", "packed"), ("trans", "strided")]:
+        run_gemm(lib, 17, 33, 40, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="silu", naive=True)
+
+
+# ---- conv ----
+
+# N, C, H, W, OC, KH, KW, stride, pad, dilation, groups, depthwise, residual+act
+CONV_CASES = [
+    (2, 8, 9, 11, 16, 1, 1, 1, 0, 1, 1, False, False),     # pointwise: input used directly as B
+    (1, 16, 7, 7, 33, 1, 1, 2, 0, 1, 1, False, True),      # strided 1x1: im2col path
+    (2, 5, 12, 10, 13, 3, 3, 1, 1, 1, 1, False, False),
+    (1, 6, 15, 17, 7, 3, 3, 2, 1, 1, 1, False, True),
+    (1, 3, 32, 30, 8, 7, 7, 2, 3, 1, 1, False, False),
+    (1, 4, 16, 16, 6, 3, 3, 1, 2, 2, 1, False, True),      # dilation 2
+    (2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, False, True),     # groups 2
+    (1, 8, 6, 6, 16, 1, 1, 1, 0, 1, 4, False, True),       # grouped pointwise
+    (1, 64, 40, 40, 20, 3, 3, 1, 1, 1, 1, False, False),   # several im2col tiles
+    (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise
+    (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False),     # depthwise, multiplier 2, stride 2
+    (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2
+    (1, 3, 9, 9, 6, 3, 3, 2, 0, 1, 3, True, True),         # depthwise, no padding, multiplier 2
+    (1, 5, 8, 8, 5, 3, 3, 1, 1, 1, 5, False, True),        # depthwise shape through the GEMM path
+]
+
+
+def run_conv(lib, case):
+    import torch
+    import torch.nn.functional as F
+
+    n, c, h, w, oc, kh, kw, s, p, d, g, depthwise, fused = case
+    rng = np.random.default_rng(abs(hash(case)) % (2**32))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((oc, c // g, kh, kw)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    ref = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(wt).double(), torch.from_numpy(bias).double(),
+                   stride=s, padding=p, dilation=d, groups=g).numpy()
+    oh, ow = ref.shape[2:]
+    res = None
+    if fused:
+        res = rng.standard_normal(ref.shape).astype(np.float32)
+        ref = np.maximum(ref + res, 0)
+    sizes = np.array([n, c, h, w, oc, kh, kw, s, s, p, p, d, d, g, oh, ow], np.int32)
+    out = np.full(ref.shape, np.nan, np.float32)
+    if depthwise:
+        wbuf = np.ascontiguousarray(wt.reshape(oc, kh * kw))
+        scratch = None
+    else:
+        wbuf = pack_conv_weight(wt, g)
+        scratch = np.zeros(max(1, lib.t_conv_scratch(_ptr(sizes))), np.float32)
+    lib.t_conv(int(depthwise), _ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), 1 if fused else 0, 0.0, 0.0,
+               _ptr(sizes), _ptr(scratch))
+    _check(out, ref, f"conv {case}")
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=[f"conv{i}" for i in range(len(CONV_CASES))])
+def test_conv(lib, case):
+    run_conv(lib, case)
+
+
+def test_conv_scratch_bounded(lib):
+    # a large 3x3 conv: im2col is tiled, scratch stays at a few MB
+    sizes = np.array([1, 256, 112, 112, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 112, 112], np.int32)
+    assert lib.t_conv_scratch(_ptr(sizes)) * 4 <= 4 << 20
+
+
+# ---- other builds ----
+
+def test_layout_matches_formula():
+    a = np.arange(7 * 5, dtype=np.float32).reshape(7, 5)
+    pa = pack_a(a)
+    assert pa.size == 12 * 5
+    for i, k in itertools.product(range(7), range(5)):
+        assert pa[(i // MR) * MR * 5 + k * MR + i % MR] == a[i, k]
+    b = np.arange(5 * 17, dtype=np.float32).reshape(5, 17)
+    pb = pack_b(b)
+    assert pb.size == 5 * 32
+    for k, j in itertools.product(range(5), range(17)):
+        assert pb[(j // NR) * NR * 5 + k * NR + j % NR] == b[k, j]
+
+
+@pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
+def test_scalar_build_clang(tmp_path):
+    dll = _build(tmp_path, "scalar", "clang", ["-O2"])
+    for M, N, K in [(1, 33, 100), (7, 17, 300), (33, 5, 7), (100, 100, 33)]:
+        run_gemm(dll, M, N, K, b_mode="packed" if M < 8 else "row", bias="col", residual=True, act="gelu")
+    for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10]):
+        run_conv(dll, case)
+
+
+def test_openmp_build(tmp_path):
+    dll = _build(tmp_path, "omp", "gcc", ["-O2", "-mavx2", "-mfma", "-fopenmp"])
+    dll.t_set_threads(2)
+    # split over N, over M, skinny, and a threaded conv
+    for (M, N, K), a_mode, b_mode in [((100, 300, 300), "row", "row"), ((300, 100, 300), "packed", "row"),
+                                      ((4, 1000, 300), "row", "packed"), ((301, 37, 200), "trans", "packed")]:
+        run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
+    run_conv(dll, CONV_CASES[8])
+    run_conv(dll, CONV_CASES[9])
+
+
+SANITIZE_MAIN = r"""
+#include "conv.c"
+#include <stdio.h>
+#include <stdlib.h>
+static unsigned rng_state = 12345u;
+static float frand(void) { rng_state = rng_state * 1664525u + 1013904223u; return (float)(rng_state >> 8) / 16777216.0f - 0.5f; }
+static float *rnd(size_t n) { float *p = malloc((n ? n : 1) * sizeof(float)); size_t i; for (i = 0; i < n; i++) p[i] = frand(); return p; }
+static int check(const float *x, const float *y, int M, int N, int ld, const char *what)
+{
+    int i, j;
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++)
+            if (fabsf(x[i * ld + j] - y[i * ld + j]) > 1e-3f * (1.0f + fabsf(y[i * ld + j]))) {
+                printf("%s mismatch at %d,%d: %g vs %g\n", what, i, j, x[i * ld + j], y[i * ld + j]);
+                return 1;
+            }
+    return 0;
+}
+static void pack(float *dst, const float *src, int rows, int cols, int R, int a)
+{   /* a: pack rows of src (M x K) in panels of R rows; else columns of src (K x N) in panels of R columns */
+    int i, k, P = (a ? rows : cols) + R - 1;
+    P = P / R * R;
+    memset(dst, 0, (size_t)P * (a ? cols : rows) * sizeof(float));
+    for (i = 0; i < rows; i++)
+        for (k = 0; k < cols; k++) {
+            if (a) dst[(i / R) * R * cols + k * R + i % R] = src[i * cols + k];
+            else dst[(k / R) * R * rows + i * R + k % R] = src[i * cols + k];
+        }
+}
+int main(void)
+{
+    static const int sz[][3] = {{1, 1, 1}, {5, 17, 7}, {6, 16, 300}, {7, 33, 257}, {17, 5, 33}, {100, 40, 300}, {3, 300, 20}};
+    int s, ap, bp, act, bad = 0;
+    for (s = 0; s < (int)(sizeof sz / sizeof sz[0]); s++)
+        for (ap = 0; ap < 2; ap++)
+            for (bp = 0; bp < 2; bp++)
+                for (act = 0; act <= PT2C_ACT_TANH; act += 4) {
+                    int M = sz[s][0], N = sz[s][1], K = sz[s][2], ldc = N + 1;
+                    float *A = rnd((size_t)M * K), *B = rnd((size_t)K * N), *bias = rnd((size_t)M);
+                    float *res = rnd((size_t)M * ldc);
+                    float *Ap = malloc(sizeof(float) * (size_t)(M + 6) * K), *Bp = malloc(sizeof(float) * (size_t)(N + 16) * K);
+                    float *C1 = rnd((size_t)M * ldc), *C2 = malloc(sizeof(float) * (size_t)M * ldc);
+                    float *scr = malloc(sizeof(float) * (pt2c_sgemm_scratch_floats(M, N, K) + 1));
+                    pt2c_epilogue ep = {0};
+                    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = ldc, ep.act = act, ep.lo = -0.1f, ep.hi = 0.1f;
+                    memcpy(C2, C1, sizeof(float) * (size_t)M * ldc);
+                    pack(Ap, A, M, K, PT2C_GEMM_MR, 1);
+                    pack(Bp, B, K, N, PT2C_GEMM_NR, 0);
+                    pt2c_sgemm(C1, ldc, ap ? Ap : A, K, 1, ap, bp ? Bp : B, N, 1, bp, M, N, K, &ep, scr);
+                    pt2c_sgemm_naive(C2, ldc, A, K, 1, 0, B, N, 1, 0, M, N, K, &ep, NULL);
+                    bad |= check(C1, C2, M, ldc, ldc, "gemm");
+                    free(A), free(B), free(bias), free(res), free(Ap), free(Bp), free(C1), free(C2), free(scr);
+                }
+    {   /* conv: 3x3 stride 2 pad 1 (im2col) and depthwise, checked against a direct loop */
+        int C = 4, H = 9, W = 8, OC = 8, KH = 3, KW = 3, st = 2, pd = 1, OH = 5, OW = 4, oc, oh, ow, c, kh, kw, dwc;
+        float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
+        float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
+        float *scr = malloc(sizeof(float) * pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW));
+        pack(wp, w, OC, C * KH * KW, PT2C_GEMM_MR, 1);
+        for (dwc = 0; dwc < 2; dwc++) {
+            int Cg = dwc ? 1 : C;
+            if (dwc) pt2c_conv2d_depthwise(o1, in, w, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, OH, OW);
+            else pt2c_conv2d(o1, in, wp, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW, scr);
+            for (oc = 0; oc < OC; oc++)
+                for (oh = 0; oh < OH; oh++)
+                    for (ow = 0; ow < OW; ow++) {
+                        float acc = 0.0f;
+                        for (c = 0; c < Cg; c++)
+                            for (kh = 0; kh < KH; kh++)
+                                for (kw = 0; kw < KW; kw++) {
+                                    int ih = oh * st - pd + kh, iw = ow * st - pd + kw, ic = dwc ? oc / 2 : c;
+                                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                        acc += in[(ic * H + ih) * W + iw] * w[((oc * Cg + c) * KH + kh) * KW + kw];
+                                }
+                        o2[(oc * OH + oh) * OW + ow] = acc;
+                    }
+            bad |= check(o1, o2, OC, OH * OW, OH * OW, dwc ? "depthwise" : "conv");
+        }
+        free(in), free(w), free(wp), free(o1), free(o2), free(scr);
+    }
+    printf(bad ? "FAIL\n" : "OK\n");
+    return bad;
+}
+"""
+
+
+@pytest.mark.parametrize("flags", [["-mavx2", "-mfma"], []], ids=["avx2", "scalar"])
+def test_sanitizers(tmp_path, flags):
+    src = tmp_path / "san.c"
+    src.write_text(SANITIZE_MAIN)
+    exe = tmp_path / "san"
+    cmd = ["gcc", *WARN, "-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all", *flags,
+           f"-I{KDIR}", str(src), "-o", str(exe), "-lm"]
+    subprocess.run(cmd, check=True)
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
