@@ -15,21 +15,21 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_v] = "1"
 
-import argparse  # noqa: E402
-import ctypes  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import ctypes
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 KDIR = ROOT / "src" / "pt2c" / "kernels"
 sys.path.insert(0, str(ROOT / "src"))
-from pt2c.kernels.layout import pack_b  # noqa: E402
+from pt2c.kernels.layout import pack_b
 
 WRAPPER = r"""
 #include "gemm.c"
@@ -122,8 +122,8 @@ def main() -> None:
             bp = pack_b(b) if packed else b
             c = np.empty((m, n), np.float32)
             scratch = np.empty(max(1, dll.bench_scratch(m, n, k)), np.float32)
-            ptr = lambda x: x.ctypes.data  # noqa: E731
-            fn = lambda: dll.bench_sgemm(ptr(c), ptr(a), ptr(bp), int(packed), m, n, k, ptr(scratch))  # noqa: E731
+            ptr = lambda x: x.ctypes.data
+            fn = lambda: dll.bench_sgemm(ptr(c), ptr(a), ptr(bp), int(packed), m, n, k, ptr(scratch))
             flop = 2.0 * m * n * k
             t_pt = best_time(fn, args.reps)
             err = np.abs(c - a.astype(np.float64) @ b).max() / max(1.0, np.abs(a.astype(np.float64) @ b).max())

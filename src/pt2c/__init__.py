@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
             name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
-            command: str = "") -> "Artifact":
+            command: str = "") -> Artifact:
     """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs) to C in out_dir."""
     from pt2c.compiler import compile_program
 
@@ -24,7 +24,7 @@ def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, ta
                            embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command)
 
 
-def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> "Model":
+def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> Model:
     """Load a built artifact (its shared library) for running on numpy arrays; no torch needed."""
     from pt2c.runtime.runner import Model
 

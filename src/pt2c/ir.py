@@ -62,7 +62,7 @@ class Origin:
 class Value:
     """A tensor: a name (a C identifier), a static shape and a dtype; constants carry data."""
 
-    __slots__ = ("name", "shape", "dtype", "data", "producer")
+    __slots__ = ("data", "dtype", "name", "producer", "shape")
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: str, data: np.ndarray | None = None):
         if dtype not in DTYPES:

@@ -38,6 +38,7 @@ STATUS = [
     ("ERR_WEIGHTS_CORRUPT", "the weights blob's contents do not match its own checksum (corrupted file)"),
     ("ERR_NOT_INITIALIZED", "the context was not initialized by a successful init call"),
     ("ERR_INDEX", "an index input is out of range for the tensor it indexes"),
+    ("ERR_WORKSPACE_PLAN", "internal error: a kernel needs more scratch than pt2c planned (please report this bug)"),
 ]
 
 
@@ -305,6 +306,9 @@ def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str],
     if embed:
         embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
                     f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob)}\n}};\n")
+    checks = sorted({OPS[n.op].scratch_c(n) for n in g.nodes if OPS[n.op].scratch_c})
+    scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
+                            for c in checks if c != "0")
     uses_ws = "ws" in "\n".join(body)
     uses_wb = "wb +" in "\n".join(body)
     graph_body = "\n".join(body)
@@ -375,7 +379,7 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
     const unsigned char *blob = (const unsigned char *)weights;
     uint64_t data_bytes;
     if (!ctx) return {N}_ERR_NULL_ARG;
-    ctx->initialized = 0;
+    ctx->initialized = 0;{scratch_check}
 {'    if (!blob) { blob = embedded_weights; weights_size = sizeof(embedded_weights); }' if embed else ''}
     if (!blob || !workspace) return {N}_ERR_NULL_ARG;
     if (((uintptr_t)workspace % {N}_WORKSPACE_ALIGN) != 0 || ((uintptr_t)blob % 16) != 0) return {N}_ERR_ALIGN;

@@ -212,7 +212,7 @@ class Emitter:
             res = f"acc / {r}" if kind == "mean" else "acc"
         elif kind in ("max", "min", "argmax", "argmin"):
             cmp = ">" if "max" in kind else "<"
-            self.line(f"        size_t best = 0;")
+            self.line("        size_t best = 0;")
             self.line(f"        for (size_t k = 1; k < {r}; k++) if ({X}[{at}] {cmp} {X}[(o * {r} + best) * {inner} + i]) best = k;")
             res = "(int64_t)best" if kind.startswith("arg") else f"{X}[(o * {r} + best) * {inner} + i]"
         else:

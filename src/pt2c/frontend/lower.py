@@ -74,7 +74,7 @@ def origin_of(node: Any) -> Origin:
 class LowerCtx:
     """What an op's lowering function sees: its arguments and ways to add IR."""
 
-    def __init__(self, lowering: "Lowering", node: Any):
+    def __init__(self, lowering: Lowering, node: Any):
         self.L = lowering
         self.node = node
         self.target = str(node.target)

@@ -7,8 +7,9 @@ an FX node calling those ATen targets into IR nodes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pt2c.ir import Node
@@ -21,8 +22,9 @@ class OpDef:
     emit: Callable[..., None]  # emit(emitter, node) -> None: writes C statements
     kernels: tuple[str, ...] = ()  # kernel files (pt2c/kernels/<f>.c) the emission calls into
     alias: bool = False  # output 0 is a view of input 0's storage (no copy, no code)
-    scratch: Callable[["Node"], int] | None = None  # scratch bytes needed while it runs
-    flops: Callable[["Node"], int] | None = None
+    scratch: Callable[[Node], int] | None = None  # scratch bytes needed while it runs
+    scratch_c: Callable[[Node], str] | None = None  # the same as a C expression (checked at init)
+    flops: Callable[[Node], int] | None = None
 
 
 OPS: dict[str, OpDef] = {}
@@ -50,4 +52,4 @@ def lowers(*targets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 # Import the op modules for their registrations.
-from pt2c.ops import elementwise, shape, linalg, nn, creation  # noqa: E402,F401
+from pt2c.ops import creation, elementwise, linalg, nn, shape  # noqa: F401

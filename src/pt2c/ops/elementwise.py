@@ -9,7 +9,8 @@ Operands are cast to the compute dtype at lowering time, following PyTorch's pro
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

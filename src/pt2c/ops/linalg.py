@@ -120,7 +120,16 @@ def gemm_scratch_floats(M: int, N: int, K: int) -> int:
     return scratch.sgemm_scratch_floats(M, N, K)
 
 
+def _matmul_dims(node: Node) -> tuple[int, int, int]:
+    out = node.outputs[0]
+    M, N, K = out.shape[-2], out.shape[-1], node.inputs[0].shape[-1]
+    if len(node.inputs[0].shape) > 2 and len(node.inputs[1].shape) == 2:
+        M *= int(np.prod(out.shape[:-2]))
+    return M, N, K
+
+
 defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch,
+      scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats(%d, %d, %d)" % _matmul_dims(n),
       flops=lambda n: 2 * n.outputs[0].numel * n.inputs[0].shape[-1])
 
 
@@ -245,7 +254,17 @@ def _conv_scratch(node: Node) -> int:
                                             *at["padding"], *at["dilation"], at["groups"], out.shape[2], out.shape[3])
 
 
-defop("conv2d", _ref_conv2d, _emit_conv2d, kernels=("conv",), scratch=_conv_scratch,
+def _conv_scratch_c(node: Node) -> str:
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    if is_depthwise(node):
+        return "0"
+    args = [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"], *at["padding"],
+            *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
+    return f"4 * pt2c_conv2d_scratch_floats({', '.join(map(str, args))})"
+
+
+defop("conv2d", _ref_conv2d, _emit_conv2d, kernels=("conv",), scratch=_conv_scratch, scratch_c=_conv_scratch_c,
       flops=lambda n: 2 * n.outputs[0].numel * int(np.prod(n.attrs["kernel"])) * n.inputs[0].shape[1] // n.attrs["groups"])
 
 
@@ -338,6 +357,8 @@ def _sdpa_scratch(node: Node) -> int:
 
 
 defop("sdpa", _ref_sdpa, _emit_sdpa, kernels=("attention",), scratch=_sdpa_scratch,
+      scratch_c=lambda n: "4 * pt2c_sdpa_scratch_floats(%d, %d, %d, %d)" % (
+          n.inputs[0].shape[2], n.inputs[1].shape[2], n.inputs[0].shape[3], n.inputs[2].shape[3]),
       flops=lambda n: 4 * n.inputs[0].numel * n.inputs[1].shape[-2])
 
 

@@ -278,7 +278,7 @@ def _ref_pad(node: Node, x: np.ndarray) -> np.ndarray:
             y = np.take(y, range(-lo, y.shape[d]), axis=d)
             lo = 0
         if hi < 0:
-            y = np.take(y, range(0, y.shape[d] + hi), axis=d)
+            y = np.take(y, range(y.shape[d] + hi), axis=d)
             hi = 0
         width = [(0, 0)] * y.ndim
         width[d] = (lo, hi)

@@ -3,7 +3,7 @@ between every pass, so a pass bug is caught where it happens."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from pt2c.ir import Graph, verify
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues

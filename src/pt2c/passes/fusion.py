@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from pt2c.ir import Graph, Node
-from pt2c.ops.elementwise import expr_size, expr_substitute, e_in
+from pt2c.ops.elementwise import e_in, expr_size, expr_substitute
 from pt2c.ops.shape import contiguous_strides
 
 MAX_FUSED_EXPR = 64  # keep generated expressions readable and compile times sane
@@ -46,7 +46,7 @@ def fuse_views(g: Graph) -> Graph:
     return g
 
 
-def _matmul_operand(u: Node, y) -> bool:  # noqa: ANN001
+def _matmul_operand(u: Node, y) -> bool:
     """y feeds u (a matmul) as a or b, and y is a transposed-last-two-dims view we can stride."""
     if u.op != "matmul" or y not in u.inputs[:2] or u.inputs[0] is u.inputs[1]:
         return False
@@ -112,7 +112,7 @@ def _inline(c: Node, p: Node) -> None:
     new_views: list = []
     index: dict[tuple, int] = {}
 
-    def add(v, view) -> int:  # noqa: ANN001
+    def add(v, view) -> int:
         key = (id(v), repr(view))
         if key not in index:
             index[key] = len(new_inputs)

@@ -1,0 +1,403 @@
+"""Check a compiled model against PyTorch eager on the same inputs.
+
+:func:`verify` compiles a model (a ``.pt2`` path, an ``ExportedProgram`` or an
+``nn.Module`` + example inputs), builds it with the user's compiler, runs it
+through :func:`pt2c.load`, runs PyTorch eager on the same inputs and compares
+every output.
+
+Tolerance rule
+--------------
+* float outputs pass when ``max|out - ref| <= tol * max(1, max|ref|)``
+  (an absolute tolerance of ``tol`` for outputs of magnitude up to 1, relative
+  to the output's largest magnitude above that).  NaN/inf must appear at the
+  same positions in both (same sign for inf).
+* integer and bool outputs must match exactly.
+
+``max_rel_err`` in the report is ``max|out - ref| / max|ref|`` (the error
+relative to the output's scale, not an element-wise ratio, which is meaningless
+near zero).
+
+Inputs, in order of preference: the arrays passed as ``inputs``; else the
+example inputs saved in the ExportedProgram (``ep.example_inputs``, written by
+``torch.export.save`` since torch 2.x) or passed as ``example_inputs``; else
+seeded random arrays (float: standard normal; integer: zeros; bool: ones).
+
+Timing (``time_it=True``): the median of ``runs`` calls of the built library
+and of eager PyTorch, each after warm-up, at ``threads`` threads (default 1;
+``torch.set_num_threads`` for eager, ``OMP_NUM_THREADS`` before the library is
+loaded plus ``omp_set_num_threads`` through the library's OpenMP runtime, as
+torch may already have initialised the shared ``libgomp``).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from pt2c.errors import InputError
+
+__all__ = ["OutputCheck", "Timing", "VerifyReport", "verify", "compare", "time_runner", "time_eager",
+           "set_runner_threads"]
+
+
+@dataclass
+class OutputCheck:
+    """One output's comparison.  ``tol_abs`` is the allowed max abs error (0 for exact)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    max_abs_err: float
+    max_rel_err: float
+    ref_scale: float  # max |ref| (finite values)
+    tol_abs: float
+    passed: bool
+    note: str = ""  # why it failed beyond the numbers (shape mismatch, NaN placement...)
+
+
+@dataclass
+class Timing:
+    threads: int
+    runs: int
+    pt2c_ms: float  # median
+    eager_ms: float  # median
+
+    @property
+    def speedup(self) -> float:
+        return self.eager_ms / self.pt2c_ms if self.pt2c_ms > 0 else float("inf")
+
+
+@dataclass
+class VerifyReport:
+    name: str
+    target: str
+    tol: float
+    input_source: str  # "given" | "example" | "random"
+    outputs: list[OutputCheck] = field(default_factory=list)
+    out_dir: Path | None = None  # None when compiled into a temporary folder (removed)
+    lib_path: Path | None = None
+    compile_s: float = 0.0
+    build_s: float = 0.0
+    timings: list[Timing] = field(default_factory=list)  # filled by time_it=True, one per thread count
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.outputs) and all(o.passed for o in self.outputs)
+
+    # convenience: the first timing (1 thread by default)
+    @property
+    def pt2c_ms(self) -> float | None:
+        return self.timings[0].pt2c_ms if self.timings else None
+
+    @property
+    def eager_ms(self) -> float | None:
+        return self.timings[0].eager_ms if self.timings else None
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: float) -> OutputCheck:
+    """Compare one output with its reference under the module's tolerance rule."""
+    out = np.asarray(out)
+    ref = np.asarray(ref)
+    shape = tuple(int(s) for s in out.shape)
+    if out.shape != ref.shape:
+        return OutputCheck(name, shape, str(out.dtype), float("inf"), float("inf"), float("nan"), 0.0, False,
+                           f"shape {shape} != reference shape {tuple(ref.shape)}")
+    exact = not (np.issubdtype(ref.dtype, np.floating) or np.issubdtype(ref.dtype, np.complexfloating))
+    if exact:
+        if out.size == 0:
+            return OutputCheck(name, shape, str(out.dtype), 0.0, 0.0, 0.0, 0.0, True)
+        diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+        err = float(diff.max())
+        scale = float(np.abs(ref.astype(np.float64)).max())
+        rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+        ok = bool(np.array_equal(out.astype(ref.dtype) if out.dtype != ref.dtype else out, ref))
+        return OutputCheck(name, shape, str(out.dtype), err, rel, scale, 0.0, ok)
+
+    o = out.astype(np.float64)
+    r = ref.astype(np.float64)
+    note = ""
+    ok_special = True
+    fin_r = np.isfinite(r)
+    special = ~fin_r | ~np.isfinite(o)
+    if special.any():
+        same = (np.isnan(o) & np.isnan(r)) | (np.isinf(o) & np.isinf(r) & (np.sign(o) == np.sign(r)))
+        if not np.all(same[special]):
+            ok_special = False
+            note = f"{int((special & ~same).sum())} NaN/inf value(s) differ from the reference"
+    mask = ~special
+    diff = np.abs(o[mask] - r[mask])
+    err = float(diff.max()) if diff.size else 0.0
+    scale = float(np.abs(r[fin_r]).max()) if fin_r.any() else 0.0
+    tol_abs = tol * max(1.0, scale)
+    rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+    if not ok_special:
+        err = float("inf") if err == 0 else err
+    passed = ok_special and err <= tol_abs
+    return OutputCheck(name, shape, str(out.dtype), err, rel, scale, tol_abs, passed, note)
+
+
+# --------------------------------------------------------------------------- threads and timing
+
+
+def set_runner_threads(model: Any, threads: int) -> bool:
+    """Set the OpenMP thread count used by a loaded model's calls from this thread.
+
+    Calls ``omp_set_num_threads`` resolved through the model's library (so its own
+    OpenMP runtime).  Returns False when the library has no OpenMP."""
+    fn = getattr(getattr(model, "lib", None), "omp_set_num_threads", None) if model is not None else None
+    if fn is None:
+        return False
+    fn(int(threads))
+    return True
+
+
+def _median_ms(fn: Callable[[], Any], runs: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(max(1, runs)):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def time_runner(model: Any, arrays: Sequence[np.ndarray], runs: int = 20, threads: int = 1, warmup: int = 3) -> float:
+    """Median milliseconds of ``model.run(arrays)`` at ``threads`` OpenMP threads."""
+    set_runner_threads(model, threads)
+    arrays = list(arrays)
+    return _median_ms(lambda: model.run(arrays), runs, warmup)
+
+
+def time_eager(fn: Callable[..., Any], args: tuple, kwargs: dict | None = None, runs: int = 20, threads: int = 1,
+               warmup: int = 3) -> float:
+    """Median milliseconds of ``fn(*args, **kwargs)`` under torch.inference_mode at ``threads`` threads."""
+    import torch
+
+    kwargs = kwargs or {}
+    old = torch.get_num_threads()
+    torch.set_num_threads(int(threads))
+    try:
+        with torch.inference_mode():
+            return _median_ms(lambda: fn(*args, **kwargs), runs, warmup)
+    finally:
+        torch.set_num_threads(old)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    from pt2c.runtime.runner import DTYPES
+
+    return np.dtype(DTYPES[dtype])
+
+
+def random_inputs(specs: Sequence[dict], seed: int = 0) -> list[np.ndarray]:
+    """Seeded inputs for manifest-style specs: float standard normal, ints zeros, bool ones."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for d in specs:
+        dt = _np_dtype(d["dtype"])
+        shape = tuple(d["shape"])
+        if np.issubdtype(dt, np.floating):
+            arrays.append(rng.standard_normal(shape).astype(dt))
+        elif dt == np.bool_:
+            arrays.append(np.ones(shape, dt))
+        else:
+            arrays.append(np.zeros(shape, dt))
+    return arrays
+
+
+def _user_input_specs(ep: Any) -> list[dict]:
+    """(name, shape, dtype) of an ExportedProgram's user inputs, from placeholder metadata."""
+    import torch
+
+    from pt2c.runtime.runner import DTYPES
+
+    names = set(ep.graph_signature.user_inputs)
+    rev = {np.dtype(v): k for k, v in DTYPES.items()}
+    specs = []
+    for n in ep.graph.nodes:
+        if n.op != "placeholder" or n.name not in names:
+            continue
+        val = n.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise InputError(f"input {n.name!r} is not a tensor; pass inputs explicitly")
+        try:
+            shape = [int(s) for s in val.shape]
+        except TypeError:
+            raise InputError(f"input {n.name!r} has a dynamic shape; pass inputs explicitly") from None
+        npdt = torch.empty((), dtype=val.dtype).numpy().dtype
+        if npdt not in rev:
+            raise InputError(f"input {n.name!r} has dtype {val.dtype}, which pt2c does not support")
+        specs.append({"name": n.name, "shape": shape, "dtype": rev[npdt]})
+    return specs
+
+
+def _tensor_leaves(obj: Any) -> list[Any]:
+    import torch
+    import torch.utils._pytree as pytree
+
+    return [x for x in pytree.tree_leaves(obj) if isinstance(x, torch.Tensor)]
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    return t.detach().cpu().contiguous().numpy()
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None, inputs: Sequence[Any] | None = None,
+           target: str = "native", cc: str | None = None, cflags: str | None = None, openmp: bool = True, seed: int = 0,
+           tol: float = 1e-4, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
+           threads: int | Sequence[int] = 1, command: str = "",
+           progress: Callable[[str], None] | None = None) -> VerifyReport:
+    """Compile, build and run ``src`` and compare every output with PyTorch eager.
+
+    src:     a ``.pt2`` path, an ``ExportedProgram``, or an ``nn.Module`` (with
+             ``example_inputs`` or ``inputs``).
+    out_dir: where the artifact goes; None: a temporary folder, removed afterwards.
+    inputs:  numpy arrays in the model's input order (or a dict by input name);
+             default: the program's example inputs, else seeded random arrays.
+    tol:     float outputs pass when max|out-ref| <= tol * max(1, max|ref|);
+             integer/bool outputs must match exactly.
+    time_it: also time the library and eager (median of ``runs`` runs) at each
+             thread count in ``threads`` (default 1), filling ``report.timings``.
+    progress: called with a step name ("load", "compile", "build", "run",
+             "eager", "compare", "time") as each step starts.
+    """
+    import torch
+
+    import pt2c
+    from pt2c.frontend.load import load_program
+    from pt2c.targets import get_target
+
+    step = progress or (lambda s: None)
+    tgt = get_target(target)  # ValueError early for a bad target
+    thread_list = [int(threads)] if isinstance(threads, int) else [int(t) for t in threads]
+
+    # -- the eager side: an ExportedProgram's module, or the nn.Module itself
+    step("load")
+    if isinstance(src, torch.nn.Module):
+        eager = src.eval()
+        ep = None
+    else:
+        ep, _ = load_program(src)
+        eager = ep.module()
+
+    # -- inputs
+    kwargs: dict = {}
+    if inputs is not None:
+        if isinstance(inputs, dict):
+            specs = _user_input_specs(ep) if ep is not None else None
+            if specs is None:
+                raise InputError("inputs given by name need an ExportedProgram or .pt2 (names come from its signature)")
+            missing = [s["name"] for s in specs if s["name"] not in inputs]
+            if missing:
+                raise InputError(f"missing input(s) {missing}; the model takes {[s['name'] for s in specs]}")
+            inputs = [inputs[s["name"]] for s in specs]
+        arrays = [np.ascontiguousarray(np.asarray(a)) for a in inputs]
+        args: tuple = tuple(torch.from_numpy(a.copy()) for a in arrays)
+        source = "given"
+    else:
+        ex = example_inputs
+        if ex is None and ep is not None:
+            ex = getattr(ep, "example_inputs", None)
+        if ex is not None:
+            if ep is not None and isinstance(ex, tuple) and len(ex) == 2 and isinstance(ex[1], dict) \
+                    and isinstance(ex[0], tuple):
+                args, kwargs = ex  # ep.example_inputs is (args, kwargs)
+            else:
+                args = tuple(ex)
+            arrays = [_to_numpy(t) for t in _tensor_leaves((args, kwargs))]
+            source = "example"
+        else:
+            if ep is None:
+                raise InputError("an nn.Module needs example_inputs (or inputs) to be exported and verified")
+            arrays = random_inputs(_user_input_specs(ep), seed)
+            args = tuple(torch.from_numpy(a.copy()) for a in arrays)
+            source = "random"
+
+    # -- reference first (compiling decomposes the program; keep eager independent of that)
+    step("eager")
+    with torch.inference_mode():
+        ref_out = eager(*args, **kwargs)
+    refs = [_to_numpy(t) for t in _tensor_leaves(ref_out)]
+
+    # -- compile, build, load, run
+    tmp = None
+    if out_dir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="pt2c-verify-")
+        work = Path(tmp.name)
+    else:
+        work = Path(out_dir)
+    old_omp = os.environ.get("OMP_NUM_THREADS")
+    try:
+        step("compile")
+        t0 = time.perf_counter()
+        if isinstance(src, torch.nn.Module):
+            ex_args = tuple(args) if source != "example" or not kwargs else None
+            if ex_args is None:
+                raise InputError("nn.Module example inputs with keyword arguments are not supported; export it first")
+            art = pt2c.compile(src, work, example_inputs=ex_args, target=tgt.name, name=name, openmp=openmp,
+                               opt_level=opt_level, command=command)
+        else:
+            art = pt2c.compile(src, work, target=tgt.name, name=name, openmp=openmp, opt_level=opt_level,
+                               command=command)
+        compile_s = time.perf_counter() - t0
+
+        step("build")
+        t0 = time.perf_counter()
+        lib = pt2c.build(work, cc=cc, cflags=cflags, openmp=openmp)
+        build_s = time.perf_counter() - t0
+
+        step("run")
+        if time_it:
+            # libgomp reads OMP_NUM_THREADS when it initialises; set it before loading
+            os.environ["OMP_NUM_THREADS"] = str(thread_list[0])
+        model = pt2c.load(work, lib=lib)
+        outs = model.run(arrays)
+
+        step("compare")
+        report = VerifyReport(name=art.name, target=tgt.name, tol=tol, input_source=source,
+                              out_dir=None if tmp else work, lib_path=None if tmp else Path(lib),
+                              compile_s=compile_s, build_s=build_s)
+        onames = [d["name"] for d in model.outputs]
+        for i, name_i in enumerate(onames):
+            if i >= len(refs):
+                report.outputs.append(OutputCheck(name_i, tuple(outs[i].shape), str(outs[i].dtype), float("inf"),
+                                                  float("inf"), float("nan"), 0.0, False, "no matching eager output"))
+                continue
+            report.outputs.append(compare(name_i, outs[i], refs[i], tol))
+        for j in range(len(onames), len(refs)):
+            report.outputs.append(OutputCheck(f"<eager output {j}>", tuple(refs[j].shape), str(refs[j].dtype),
+                                              float("inf"), float("inf"), float("nan"), 0.0, False,
+                                              "eager output missing from the compiled model"))
+
+        if time_it:
+            step("time")
+            for th in thread_list:
+                p = time_runner(model, arrays, runs=runs, threads=th)
+                e = time_eager(eager, args, kwargs, runs=runs, threads=th)
+                report.timings.append(Timing(th, runs, p, e))
+        return report
+    finally:
+        if time_it:
+            if old_omp is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = old_omp
+        if tmp is not None:
+            tmp.cleanup()
