@@ -16,8 +16,7 @@ import pytest
 
 import pt2c
 from conftest import (CLANG_CFLAGS, FAMILIES, TARGET, assert_outputs_close, build_and_run, copy_artifact, eager,
-                      export, private_lib_copy)
-from pt2c import zoo
+                      private_lib_copy)
 
 needs_clang = pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
 needs_nm = pytest.mark.skipif(shutil.which("nm") is None or shutil.which("ldd") is None, reason="nm/ldd missing")
@@ -101,12 +100,12 @@ int main(int argc, char **argv)
     memset(ws, 0xA5, ws_bytes ? ws_bytes : 64);
     rc = FN(_init)(&ctx, weights, wsize, ws);
     if (rc != 0) { fprintf(stderr, "init: %s\n", FN(_strerror)(rc)); return 3; }
-    for (off = 0; ind[n_in].name; n_in++) {
+    for (off = 0; n_in < NUM_INPUTS; n_in++) {
         inputs[n_in] = in + off;
         off += ind[n_in].nbytes;
     }
     if (off != isize) { fprintf(stderr, "input file has %zu bytes, model takes %zu\n", isize, off); return 2; }
-    for (; outd[n_out].name; n_out++) {
+    for (; n_out < NUM_OUTPUTS; n_out++) {
         outputs[n_out] = malloc(outd[n_out].nbytes ? outd[n_out].nbytes : 1);
         memset(outputs[n_out], 0x5A, outd[n_out].nbytes);
     }
@@ -139,20 +138,24 @@ def _has_sanitizers(tmp: Path) -> bool:
     return r.returncode == 0 and subprocess.run([str(tmp / "probe")], capture_output=True).returncode == 0
 
 
-@pytest.mark.parametrize("family", ["resnet18", "gpt2", "bert", "lstm"])
-def test_sanitizers(zoo_cache, tmp_path, family):
+@pytest.mark.parametrize("family,simd", [("resnet18", True), ("gpt2", True), ("bert", False), ("lstm", False)],
+                         ids=["resnet18-simd", "gpt2-simd", "bert-scalar", "lstm-scalar"])
+def test_sanitizers(zoo_cache, tmp_path, family, simd):
+    """ASan+UBSan through a standalone C driver (the SIMD kernels with the target's -march flags, or the
+    portable scalar fallback with -DPT2C_NO_SIMD)."""
     if shutil.which("gcc") is None or not _has_sanitizers(tmp_path):
         pytest.skip("gcc with ASan/UBSan not available")
     c = zoo_cache.get(family)
     d, name = c.out_dir, c.name
     (tmp_path / "driver.c").write_text(DRIVER_C)
-    arch = list(c.artifact.manifest.get("target_cflags", []))
+    arch = list(c.artifact.manifest.get("target_cflags", [])) if simd else ["-DPT2C_NO_SIMD"]
     exe = tmp_path / "driver"
     # model in C99 (as shipped), driver in C11 (aligned_alloc); no OpenMP
     subprocess.run(["gcc", *SAN_FLAGS, *arch, "-std=c99", "-I", str(d), "-c", str(d / f"{name}.c"),
                     "-o", str(tmp_path / "model.o")], check=True, capture_output=True, text=True)
     subprocess.run(["gcc", *SAN_FLAGS, "-std=c11", "-I", str(d), f"-DMODEL={name}",
-                    f'-DMODEL_HEADER="{name}.h"', "-c", str(tmp_path / "driver.c"), "-o", str(tmp_path / "driver.o")],
+                    f'-DMODEL_HEADER="{name}.h"',
+                    f"-DNUM_INPUTS={name.upper()}_NUM_INPUTS", f"-DNUM_OUTPUTS={name.upper()}_NUM_OUTPUTS", "-c", str(tmp_path / "driver.c"), "-o", str(tmp_path / "driver.o")],
                    check=True, capture_output=True, text=True)
     subprocess.run(["gcc", *SAN_FLAGS, str(tmp_path / "driver.o"), str(tmp_path / "model.o"), "-o", str(exe), "-lm"],
                    check=True, capture_output=True, text=True)
@@ -237,16 +240,16 @@ def _dyn_symbols(path: str, defined: bool) -> set[str]:
     return syms
 
 
-def _system_lib(soname: str) -> str | None:
-    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout if shutil.which("ldconfig") else ""
+def _ldd(lib: str) -> dict[str, str]:
+    """soname (or path) -> resolved path, from ldd."""
+    out = subprocess.run(["ldd", lib], check=True, capture_output=True, text=True).stdout
+    deps = {}
     for line in out.splitlines():
-        if line.strip().startswith(soname + " ") and "x86-64" in line or (line.strip().startswith(soname + " ")
-                                                                           and "=>" in line):
-            return line.split("=>")[-1].strip()
-    for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"):
-        if os.path.exists(os.path.join(d, soname)):
-            return os.path.join(d, soname)
-    return None
+        parts = line.split()
+        if not parts:
+            continue
+        deps[parts[0]] = parts[2] if len(parts) > 2 and parts[1] == "=>" else parts[0]
+    return deps
 
 
 # weak references every gcc/clang shared object carries (crt files), resolved or not at all
@@ -259,12 +262,16 @@ LDD_OK = re.compile(r"^(linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libgomp\.so\.1
 def test_library_dependencies(zoo_cache, family):
     c = zoo_cache.get(family)
     lib = str(c.gcc_lib())
+    deps = _ldd(lib)
+    assert deps
+    unexpected = [d for d in deps if not LDD_OK.match(d)]
+    assert not unexpected, f"{family}: unexpected shared-library dependencies {unexpected}: {deps}"
+
     allowed = set(TOOLCHAIN_WEAK)
     libs = {}
     for soname in ("libc.so.6", "libm.so.6", "libgomp.so.1"):
-        p = _system_lib(soname)
-        assert p, f"{soname} not found"
-        libs[soname] = _dyn_symbols(p, defined=True)
+        assert soname in deps, f"{soname} not in ldd output {deps}"
+        libs[soname] = _dyn_symbols(deps[soname], defined=True)
         allowed |= libs[soname]
     undefined = _dyn_symbols(lib, defined=False)
     bad = sorted(undefined - allowed)
@@ -272,12 +279,6 @@ def test_library_dependencies(zoo_cache, family):
     # the OpenMP ones are only GOMP_* / omp_*
     gomp_only = undefined & libs["libgomp.so.1"] - libs["libc.so.6"] - libs["libm.so.6"]
     assert all(s.startswith(("GOMP_", "omp_")) for s in gomp_only), gomp_only
-
-    out = subprocess.run(["ldd", lib], check=True, capture_output=True, text=True).stdout
-    deps = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert deps
-    unexpected = [d for d in deps if not LDD_OK.match(d)]
-    assert not unexpected, f"{family}: unexpected shared-library dependencies {unexpected}\n{out}"
 
 
 @needs_nm
@@ -287,8 +288,9 @@ def test_library_dependencies_no_openmp(zoo_cache, tmp_path):
     lib = str(pt2c.build(d, cc="gcc", cflags="-O1 -std=c99", openmp=False))
     undefined = _dyn_symbols(lib, defined=False)
     assert not [s for s in undefined if s.startswith(("GOMP_", "omp_"))], undefined
-    out = subprocess.run(["ldd", lib], check=True, capture_output=True, text=True).stdout
-    assert "libgomp" not in out
+    deps = _ldd(lib)
+    assert not [d for d in deps if "gomp" in d], deps
+    assert all(LDD_OK.match(d) for d in deps), deps
 
 
 # --------------------------------------------------------------------------- embedded weights
