@@ -265,7 +265,11 @@ def expr_str(e: Expr) -> str:
 # ---------------------------------------------------------------- the `ew` op
 
 def _ref_ew(node: Node, *arrays: np.ndarray) -> np.ndarray:
+    from pt2c.ops.shape import _as_strided
+
     out = node.outputs[0]
+    views = node.attrs.get("views") or [None] * len(arrays)
+    arrays = tuple(x if v is None else _as_strided(x, tuple(v[0]), tuple(v[1]), v[2]) for x, v in zip(arrays, views))
     r = expr_eval(node.attrs["expr"], list(arrays))
     return np.broadcast_to(r, out.shape).astype(np_dtype(out.dtype))
 
