@@ -26,6 +26,10 @@ C_RESERVED = set(keyword.kwlist) | {
     "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed",
     "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while",
     "ctx", "ws", "wb", "ep", "b", "i", "o", "k", "inputs", "outputs", "scratch", "main", "errno",
+    # libc/libm functions the generated code calls (a buffer named `exp` would shadow exp())
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "pow", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "floor", "ceil",
+    "trunc", "round", "nearbyint", "fabs", "fmod", "abs", "memcpy", "memset", "memcmp",
 }
 
 _OP_SHORT = {"convolution": "conv", "_native_batch_norm_legit_no_training": "bn", "native_layer_norm": "ln",

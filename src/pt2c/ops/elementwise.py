@@ -132,7 +132,8 @@ FUNCS: dict[str, tuple[Callable[[str, list[str]], str], Callable[..., Any]]] = {
     "pow": (lambda dt, a: f"pow{_fsuf(dt)}({a[0]}, {a[1]})" if dt in FLOATS else f"pt2c_ipow({a[0]}, {a[1]})", np.power),
     "square": (lambda dt, a: f"({a[0]} * {a[0]})", np.square),
     "sigmoid": (lambda dt, a: f"(1{'.0f' if dt == 'float32' else '.0'} / (1{'.0f' if dt == 'float32' else '.0'} + exp{_fsuf(dt)}(-{a[0]})))", _sigmoid_np),
-    "relu": (lambda dt, a: f"({a[0]} > 0 ? {a[0]} : 0)", lambda x: np.maximum(x, 0).astype(x.dtype)),
+    # relu keeps NaN like torch (a comparison with NaN is false)
+    "relu": (lambda dt, a: f"({a[0]} < 0 ? 0 : {a[0]})", lambda x: np.maximum(x, 0).astype(x.dtype)),
     "silu": (lambda dt, a: f"({a[0]} / (1{'.0f' if dt == 'float32' else '.0'} + exp{_fsuf(dt)}(-{a[0]})))", lambda x: x * _sigmoid_np(x)),
     "gelu": (lambda dt, a: f"pt2c_gelu_{ctype(dt)}({a[0]})", _gelu_np),
     "gelu_tanh": (lambda dt, a: f"pt2c_gelu_tanh_{ctype(dt)}({a[0]})", _gelu_tanh_np),

@@ -77,7 +77,7 @@ def _emit_matmul(em: Any, node: Node) -> None:
     a_v, b_v = node.inputs[0], node.inputs[1]
     out = node.outputs[0]
     M, N = out.shape[-2], out.shape[-1]
-    K = a_v.shape[-1]
+    K = matmul_k(node)
     batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
     a_view = node.attrs.get("a_strides")  # (batch stride, row stride, col stride) when a is a strided view
     b_view = node.attrs.get("b_strides")
@@ -104,12 +104,16 @@ def _emit_matmul(em: Any, node: Node) -> None:
     em.line("}")
 
 
+def matmul_k(node: Node) -> int:
+    """The contraction size K.  Recorded at lowering ("k"): fuse_views may replace a strided
+    operand by its source (a_strides / b_strides), whose shape is not the logical [.., M, K]."""
+    if "k" in node.attrs:
+        return int(node.attrs["k"])
+    return node.inputs[0].shape[-1]
+
+
 def _matmul_scratch(node: Node) -> int:
-    out = node.outputs[0]
-    M, N, K = out.shape[-2], out.shape[-1], node.inputs[0].shape[-1]
-    if len(node.inputs[0].shape) > 2 and len(node.inputs[1].shape) == 2:
-        M *= int(np.prod(out.shape[:-2]))
-    return 4 * gemm_scratch_floats(M, N, K)
+    return 4 * gemm_scratch_floats(*_matmul_dims(node))
 
 
 def gemm_scratch_floats(M: int, N: int, K: int) -> int:
@@ -122,20 +126,20 @@ def gemm_scratch_floats(M: int, N: int, K: int) -> int:
 
 def _matmul_dims(node: Node) -> tuple[int, int, int]:
     out = node.outputs[0]
-    M, N, K = out.shape[-2], out.shape[-1], node.inputs[0].shape[-1]
-    if len(node.inputs[0].shape) > 2 and len(node.inputs[1].shape) == 2:
-        M *= int(np.prod(out.shape[:-2]))
+    M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
+    if len(out.shape) > 2:
+        M *= int(np.prod(out.shape[:-2]))  # covers the batch-folded single GEMM (an upper bound otherwise)
     return M, N, K
 
 
 defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch,
       scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats(%d, %d, %d)" % _matmul_dims(n),
-      flops=lambda n: 2 * n.outputs[0].numel * n.inputs[0].shape[-1])
+      flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n))
 
 
 def make_matmul(ctx: Any, a: Value, b: Value, bias: Value | None, out: Value) -> Value:
     ins = [a, b] + ([bias] if bias is not None else [])
-    ctx.emit("matmul", ins, {"has_bias": bias is not None}, [out])
+    ctx.emit("matmul", ins, {"has_bias": bias is not None, "k": int(a.shape[-1])}, [out])
     return out
 
 

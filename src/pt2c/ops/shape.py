@@ -325,7 +325,8 @@ def lower_index_const(ctx: Any, x: Value, indices: list[Any], out: Value) -> Val
     import torch
 
     flat = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
-    idx = [None if t is None else torch.from_numpy(np.array(t.data)) for t in indices]
+    # a None entry of aten.index means "all of this dim" (a full slice), not a new axis
+    idx = [slice(None) if t is None else torch.from_numpy(np.array(t.data)) for t in indices]
     offs = flat[tuple(idx)].contiguous().numpy()
     dt = np.int32 if x.numel < 2**31 else np.int64
     ctx.emit("take", [x, ctx.const(offs.astype(dt), out.name + "_offsets")], {}, [out])
