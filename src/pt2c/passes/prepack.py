@@ -12,7 +12,7 @@ def prepack(g: Graph) -> Graph:
     for n in g.nodes:
         if n.op == "matmul" and not n.attrs.get("b_packed"):
             b = n.inputs[1]
-            if b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs and n.outputs[0].shape[-2] * 1 > 0:
+            if b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs:
                 packed = layout.pack_b(b.data)
                 n.attrs["_b_unpacked"] = b.data
                 n.inputs[1] = Value(b.name + "_packed", packed.shape, "float32", packed)
