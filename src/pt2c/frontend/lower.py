@@ -217,13 +217,7 @@ class Lowering:
             elif node.op == "call_function":
                 self.env[node.name] = self.lower_node(node)
             elif node.op == "output":
-                outs = []
-                user_outs = [s for s in sig.output_specs if s.kind.name == "USER_OUTPUT"]
-                for arg, spec in zip(node.args[0], sig.output_specs):
-                    if spec.kind.name != "USER_OUTPUT":
-                        continue
-                    outs.append(arg)
-                assert len(outs) == len(user_outs)
+                outs = [arg for arg, spec in zip(node.args[0], sig.output_specs) if spec.kind.name == "USER_OUTPUT"]
         if self.problems:
             raise UnsupportedError(self.problems)
         outputs = []
@@ -304,20 +298,20 @@ class Lowering:
         origin = origin_of(node)
         if fn is None:
             self.problems.append((target, origin.describe(), ""))
-            return _poison(node)
+            return _Poison()
         try:
             args = self.normalize(node)
         except _Poisoned:
-            return _poison(node)
+            return _Poison()
         ctx = LowerCtx(self, node)
         try:
             res = fn(ctx, args)
         except _LoweringFailed as e:
             self.problems.append((target, origin.describe(), str(e)))
-            return _poison(node)
+            return _Poison()
         except KeyError as e:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
-            return _poison(node)
+            return _Poison()
         return res
 
     def normalize(self, node: Any) -> dict[str, Any]:
@@ -359,10 +353,6 @@ class _Poisoned(Exception):
 
 class _Poison:
     """Placeholder result of an unsupported node, so later nodes are still checked."""
-
-
-def _poison(node: Any) -> _Poison:
-    return _Poison()
 
 
 def lower(ep: Any, name: str) -> Graph:

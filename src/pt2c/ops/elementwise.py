@@ -335,24 +335,24 @@ def make_ew(ctx: Any, fn: str, operands: list[Any], compute: str | None = None, 
     return out
 
 
+def _scaled(ctx: Any, v: Any, alpha: Any) -> Any:
+    """v * alpha for add/sub's `alpha` argument (a scalar is scaled at compile time)."""
+    if alpha in (None, 1):
+        return v
+    if not isinstance(v, Value):
+        return v * alpha
+    return make_ew(ctx, "mul", [v, alpha], out=ctx.new("scaled", v.shape, v.dtype))
+
+
 def _binary(fn: str) -> Callable[..., Value]:
     def lower(ctx: Any, a: dict[str, Any]) -> Value:
-        x, y = a["self"], a["other"]
-        alpha = a.get("alpha", 1)
-        if alpha not in (None, 1):
-            if isinstance(y, Value):
-                tmp = ctx.new("scaled", y.shape, y.dtype)
-                make_ew(ctx, "mul", [y, alpha], out=tmp)
-                y = tmp
-            else:
-                y = y * alpha
-        return make_ew(ctx, fn, [x, y])
+        return make_ew(ctx, fn, [a["self"], _scaled(ctx, a["other"], a.get("alpha", 1))])
     return lower
 
 
 for _fn, _targets in {
     "add": ("aten.add.Tensor", "aten.add.Scalar"),
-    "sub": ("aten.sub.Tensor", "aten.sub.Scalar", "aten.rsub.Scalar"),
+    "sub": ("aten.sub.Tensor", "aten.sub.Scalar"),
     "mul": ("aten.mul.Tensor", "aten.mul.Scalar"),
     "maximum": ("aten.maximum.default",),
     "minimum": ("aten.minimum.default",),
@@ -372,28 +372,12 @@ for _fn, _targets in {
     "fmod": ("aten.fmod.Tensor", "aten.fmod.Scalar"),
     "atan2": ("aten.atan2.default",),
 }.items():
-    if _fn == "sub":
-        continue
     lowers(*_targets)(_binary(_fn))
-
-
-@lowers("aten.sub.Tensor", "aten.sub.Scalar")
-def _lower_sub(ctx: Any, a: dict[str, Any]) -> Value:
-    return _binary("sub")(ctx, a)
 
 
 @lowers("aten.rsub.Scalar", "aten.rsub.Tensor")
 def _lower_rsub(ctx: Any, a: dict[str, Any]) -> Value:
-    x, y = a["self"], a["other"]
-    alpha = a.get("alpha", 1)
-    if alpha not in (None, 1):
-        if isinstance(x, Value):
-            tmp = ctx.new("scaled", x.shape, x.dtype)
-            make_ew(ctx, "mul", [x, alpha], out=tmp)
-            x = tmp
-        else:
-            x = x * alpha
-    return make_ew(ctx, "sub", [y, x])
+    return make_ew(ctx, "sub", [a["other"], _scaled(ctx, a["self"], a.get("alpha", 1))])
 
 
 @lowers("aten.pow.Scalar", "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor")

@@ -86,7 +86,7 @@ def _emit_matmul(em: Any, node: Node) -> None:
         sb = (0, 0, 0)
     else:
         sb = b_view or ((K * N if len(b_v.shape) > 2 else 0), N, 1)
-    if len(a_v.shape) > 2 and a_view is None and batch > 1 and len(b_v.shape) == 2 and not node.attrs.get("has_residual_batched"):
+    if len(a_v.shape) > 2 and a_view is None and batch > 1 and len(b_v.shape) == 2:
         # [..., M, K] @ [K, N] with a contiguous: one GEMM with M*batch rows
         M, batch, sa = M * batch, 1, (0, K, 1)
     ep = epilogue_c(em, node, 2, 0, str(N))
