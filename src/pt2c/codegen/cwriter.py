@@ -16,6 +16,8 @@ import numpy as np
 
 from pt2c import __version__
 from pt2c.codegen.buildfiles import write_build_files
+from pt2c.codegen.cppheader import write_cpp_header
+from pt2c.codegen.driver import write_driver
 from pt2c.codegen.emitter import Emitter
 from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
 from pt2c.ops import OPS
@@ -185,6 +187,8 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
         "kernels": kfiles,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    files += write_cpp_header(out_dir, name, manifest)
+    files += write_driver(out_dir, name, manifest)
     files += write_build_files(out_dir, name, target, openmp=openmp)
     files.append("manifest.json")
     return Artifact(out_dir, name, files, manifest)
