@@ -14,10 +14,28 @@ unless the weights are embedded, ``<name>.weights``.  This module writes:
     POSIX sh with the same commands, each echoed before it runs.
 ``compile_commands.json``
     One entry for ``<name>.c`` (``"directory": "."``, see below).
+``<name>.pc.in``
+    pkg-config template, configured and installed by the CMake project into
+    ``<libdir>/pkgconfig``; its paths are relative to the .pc file
+    (``${pcfiledir}``), so ``cmake --install --prefix <p>`` needs no
+    reconfigure.  ``Libs`` carries ``-lm`` (and OpenMP) when the installed
+    library is static; ``--variable=weights`` gives the installed weights path.
+``meson.build`` + ``meson_options.txt``
+    Meson >= 0.62 project: ``lib<name>`` (static by default), ``<name>_dep``
+    from ``declare_dependency`` (also registered with
+    ``meson.override_dependency``), usable as a subproject;
+    ``<name>_weights_file`` is the weights path ('' when embedded).
+``BUILD.bazel``
+    A ``cc_library`` named ``<name>`` and a ``:weights`` filegroup.
+
+The C++ header ``<name>.hpp`` (codegen/cppheader.py) is installed next to
+``<name>.h`` by CMake and Meson when present.  When the artifact has a weights
+file, configuring the CMake project without it fails with a message saying
+what to do.
 
 Everything is a pure function of (name, target, openmp, whether the weights
-file exists): no timestamps, host names or absolute paths, so two runs in two
-directories give identical bytes.
+file and the C++ header exist, pt2c's version): no timestamps, host names or
+absolute paths, so two runs in two directories give identical bytes.
 
 compile_commands.json and relative paths: the JSON compilation database spec
 wants ``directory`` absolute, and clang tooling (clangd included, up to at
@@ -181,8 +199,16 @@ endforeach()
 
 # ---- weights (absent when embedded in the library) --------------------------
 set(_@name@_weights_rel "${CMAKE_INSTALL_DATADIR}/@name@/@name@.weights")
-if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/@name@.weights")
-  set(_@name@_has_weights ON)
+set(_@name@_has_weights @has_weights@)
+if(_@name@_has_weights AND NOT EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/@name@.weights")
+  message(FATAL_ERROR
+    "@name@: the weights file @name@.weights is missing from ${CMAKE_CURRENT_SOURCE_DIR}.\n"
+    "This library reads its weights from that file at run time (it would be installed to "
+    "<prefix>/${_@name@_weights_rel}).\n"
+    "What to try: copy @name@.weights back next to @name@.c (pt2c compile writes it there), "
+    "or recompile the model with --embed-weights to put the weights inside the library.")
+endif()
+if(_@name@_has_weights)
   set(@name@_WEIGHTS_FILE "${CMAKE_CURRENT_SOURCE_DIR}/@name@.weights")
   install(FILES @name@.weights DESTINATION "${CMAKE_INSTALL_DATADIR}/@name@")
 else()
@@ -207,6 +233,9 @@ install(TARGETS ${_@name@_libs} EXPORT @name@Targets
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
   INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(FILES @name@.h DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/@name@.hpp")
+  install(FILES @name@.hpp DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+endif()
 install(EXPORT @name@Targets
   NAMESPACE @name@::
   DESTINATION "${CMAKE_INSTALL_LIBDIR}/cmake/@name@")
@@ -216,6 +245,49 @@ configure_package_config_file(@name@Config.cmake.in
   PATH_VARS _@name@_weights_rel)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/@name@Config.cmake"
   DESTINATION "${CMAKE_INSTALL_LIBDIR}/cmake/@name@")
+
+# ---- pkg-config: <libdir>/pkgconfig/@name@.pc ---------------------------------
+# Paths are relative to the .pc file (${pcfiledir}), so the installed tree is
+# relocatable and `cmake --install --prefix <p>` needs no reconfigure.
+if(EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/@name@.pc.in")
+  foreach(_d LIBDIR INCLUDEDIR DATADIR)
+    if(IS_ABSOLUTE "${CMAKE_INSTALL_${_d}}")
+      set(_@name@_pc_${_d} "${CMAKE_INSTALL_${_d}}")
+    else()
+      set(_@name@_pc_${_d} "\${prefix}/${CMAKE_INSTALL_${_d}}")
+    endif()
+  endforeach()
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    set(_@name@_pc_prefix "${CMAKE_INSTALL_PREFIX}")
+  else()
+    file(RELATIVE_PATH _@name@_pc_prefix "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
+    string(REGEX REPLACE "/$" "" _@name@_pc_prefix "${_@name@_pc_prefix}")
+    set(_@name@_pc_prefix "\${pcfiledir}/${_@name@_pc_prefix}")
+  endif()
+  # A static library's consumers link its dependencies themselves.
+  set(_@name@_pc_deps "")
+  if(PT2C_HAVE_LIBM)
+    set(_@name@_pc_deps "-lm")
+  endif()
+  if(_@name@_openmp)
+    string(STRIP "${_@name@_pc_deps} ${OpenMP_C_FLAGS}" _@name@_pc_deps)
+  endif()
+  if(BUILD_SHARED_LIBS OR @NAME@_BUILD_BOTH)
+    set(_@name@_pc_libs "")
+    set(_@name@_pc_libs_private "${_@name@_pc_deps}")
+  else()
+    set(_@name@_pc_libs "${_@name@_pc_deps}")
+    set(_@name@_pc_libs_private "")
+  endif()
+  if(_@name@_has_weights)
+    set(_@name@_pc_weights "\${datadir}/@name@/@name@.weights")
+  else()
+    set(_@name@_pc_weights "")
+  endif()
+  configure_file(@name@.pc.in "${CMAKE_CURRENT_BINARY_DIR}/@name@.pc" @ONLY)
+  install(FILES "${CMAKE_CURRENT_BINARY_DIR}/@name@.pc"
+    DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+endif()
 """
 
 _CMAKE_CONFIG_TEMPLATE = r"""# Package config for the pt2c model "@name@" (generated by pt2c).
@@ -255,10 +327,14 @@ def _fill(template: str, **values: str) -> str:
     return out
 
 
-def cmake_lists(name: str, target: Target, openmp: bool = True) -> str:
+def cmake_lists(name: str, target: Target, openmp: bool = True, has_weights: bool = True) -> str:
+    """``has_weights``: whether the artifact has a ``<name>.weights`` file (False when
+    the weights are embedded); configuring fails with a clear message when the file
+    is expected but missing."""
     return _fill(
         _CMAKE_TEMPLATE,
         name=name,
+        has_weights="ON" if has_weights else "OFF",
         NAME=name.upper(),
         target=target.name,
         openmp="ON" if openmp else "OFF",
@@ -270,6 +346,168 @@ def cmake_config_in(name: str) -> str:
     # Only @name@/@NAME@ are ours; the @_<name>_...@ and @PACKAGE_...@
     # placeholders are left for configure_package_config_file.
     return _fill(_CMAKE_CONFIG_TEMPLATE, name=name, NAME=name.upper())
+
+
+# ---------------------------------------------------------------------------
+# pkg-config (configured and installed by the CMake project)
+
+
+_PC_TEMPLATE = """\
+# pkg-config file for the pt2c model "@name@" (target preset: @target@).
+# Installed by the CMake project into <libdir>/pkgconfig; paths are relative to
+# this file, so the installed tree can be moved.
+#   cc app.c $(pkg-config --cflags --libs @name@)
+#   weights file: $(pkg-config --variable=weights @name@)
+prefix=@_@name@_pc_prefix@
+exec_prefix=${prefix}
+libdir=@_@name@_pc_LIBDIR@
+includedir=@_@name@_pc_INCLUDEDIR@
+datadir=@_@name@_pc_DATADIR@
+weights=@_@name@_pc_weights@
+
+Name: @name@
+Description: pt2c-compiled model @name@ (C99, target preset @target@)
+Version: @version@
+Cflags: -I${includedir}
+Libs: -L${libdir} -l@name@ @_@name@_pc_libs@
+Libs.private: @_@name@_pc_libs_private@
+"""
+
+
+def pkgconfig_in(name: str, target: Target) -> str:
+    from pt2c import __version__
+
+    # Only @name@/@target@/@version@ are ours; @_<name>_pc_...@ are CMake's (configure_file @ONLY).
+    return _fill(_PC_TEMPLATE, name=name, target=target.name, version=__version__)
+
+
+# ---------------------------------------------------------------------------
+# Meson
+
+
+_MESON_TEMPLATE = """\
+# Generated by pt2c for model "@name@" (target preset: @target@).
+# Regenerate rather than edit.
+#
+# Standalone:
+#   meson setup build && meson compile -C build     (static lib@name@.a by default;
+#   -Ddefault_library=shared|both, -D@name@:openmp=disabled, -Darch_flags=...)
+# As a subproject (this folder as subprojects/@name@):
+#   @name@_dep = dependency('@name@', fallback: ['@name@', '@name@_dep'])
+#   weights = subproject('@name@').get_variable('@name@_weights_file')   # path string, '' if embedded
+# Installs lib@name@, @name@.h(pp), <datadir>/@name@/@name@.weights and a pkg-config file.
+
+project('@name@', 'c',
+  version: '@version@',
+  meson_version: '>=0.62.0',
+  default_options: ['c_std=c99', 'buildtype=release', 'default_library=static'])
+
+cc = meson.get_compiler('c')
+@name@_deps = [cc.find_library('m', required: false)]
+@name@_omp = dependency('openmp', language: 'c', required: get_option('openmp'))
+if @name@_omp.found()
+  @name@_deps += @name@_omp
+endif
+
+@name@_inc = include_directories('.')
+@name@_lib = library('@name@', '@name@.c',
+  c_args: get_option('arch_flags'),
+  include_directories: @name@_inc,
+  dependencies: @name@_deps,
+  pic: true,
+  install: true)
+
+@name@_dep = declare_dependency(
+  link_with: @name@_lib,
+  include_directories: @name@_inc,
+  dependencies: @name@_deps)
+meson.override_dependency('@name@', @name@_dep)
+
+install_headers(@headers@)
+@weights@
+import('pkgconfig').generate(@name@_lib,
+  name: '@name@',
+  description: 'pt2c-compiled model @name@ (C99, target preset @target@)',
+  variables: @pc_variables@)
+"""
+
+_MESON_OPTIONS_TEMPLATE = """\
+# Options of the pt2c model "@name@" (as a subproject: -D@name@:openmp=disabled).
+option('openmp', type: 'feature', value: '@openmp@',
+  description: 'use OpenMP when the compiler supports it')
+option('arch_flags', type: 'array', value: [@arch_flags@],
+  description: 'instruction-set flags (pt2c target preset @target@)')
+"""
+
+
+def _meson_str(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def meson_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True) -> str:
+    from pt2c import __version__
+
+    headers = [f"{name}.h"] + ([f"{name}.hpp"] if has_hpp else [])
+    if has_weights:
+        weights = (f"{name}_weights_file = meson.current_source_dir() / '{name}.weights'\n"
+                   f"install_data('{name}.weights', install_dir: get_option('datadir') / '{name}')\n")
+        pc_vars = f"['weights=${{datadir}}/{name}/{name}.weights']"
+    else:
+        weights = f"{name}_weights_file = ''\n"
+        pc_vars = "[]"
+    return _fill(_MESON_TEMPLATE, name=name, target=target.name, version=__version__,
+                 headers=", ".join(_meson_str(h) for h in headers), weights=weights, pc_variables=pc_vars)
+
+
+def meson_options(name: str, target: Target, openmp: bool = True) -> str:
+    return _fill(_MESON_OPTIONS_TEMPLATE, name=name, target=target.name,
+                 openmp="auto" if openmp else "disabled",
+                 arch_flags=", ".join(_meson_str(f) for f in target.cflags))
+
+
+# ---------------------------------------------------------------------------
+# Bazel
+
+
+_BAZEL_TEMPLATE = """\
+# Generated by pt2c for model "@name@" (target preset: @target@).
+# Regenerate rather than edit.  Not exercised by pt2c's CI (no Bazel there).
+#
+# Use the folder as a package of your workspace (copy it in, or point a
+# new_local_repository / local_path_override at it) and depend on
+#   "//path/to/this/folder:@name@"      (C and C++: @name@.h, @name@.hpp)
+# The weights file is the data dependency ":weights" (runfiles).
+# OpenMP is off here; add "-fopenmp" to copts and linkopts to enable it.
+@load@
+cc_library(
+    name = "@name@",
+    srcs = ["@name@.c"],
+    hdrs = [@headers@],
+    # kernel sources #included by @name@.c (not compiled on their own)
+    textual_hdrs = glob(["pt2c_kernels/*.c", "pt2c_kernels/*.h"]),
+    copts = [@copts@],
+    includes = ["."],
+    linkopts = ["-lm"],
+    data = [@data@],
+    visibility = ["//visibility:public"],
+)
+@weights@"""
+
+
+def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True) -> str:
+    headers = [f"{name}.h"] + ([f"{name}.hpp"] if has_hpp else [])
+    copts = ["-std=c99", *target.cflags]
+    q = lambda s: json.dumps(s)  # noqa: E731  (Starlark strings == JSON strings for these)
+    weights = ""
+    data = ""
+    if has_weights:
+        data = q(f"{name}.weights")
+        weights = (f'\nfilegroup(\n    name = "weights",\n    srcs = [{q(name + ".weights")}],\n'
+                   f'    visibility = ["//visibility:public"],\n)\n\nexports_files([{q(name + ".weights")}])\n')
+    return _fill(_BAZEL_TEMPLATE, name=name, target=target.name,
+                 load='load("@rules_cc//cc:defs.bzl", "cc_library")\n',
+                 headers=", ".join(q(h) for h in headers), copts=", ".join(q(c) for c in copts),
+                 data=data, weights=weights)
 
 
 # ---------------------------------------------------------------------------
@@ -435,9 +673,15 @@ def write_build_files(
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 
+    has_weights = (out_dir / f"{name}.weights").exists()
+    has_hpp = (out_dir / f"{name}.hpp").exists()
     files = [
-        ("CMakeLists.txt", cmake_lists(name, target, openmp)),
+        ("CMakeLists.txt", cmake_lists(name, target, openmp, has_weights)),
         (f"{name}Config.cmake.in", cmake_config_in(name)),
+        (f"{name}.pc.in", pkgconfig_in(name, target)),
+        ("meson.build", meson_build(name, target, has_weights, has_hpp)),
+        ("meson_options.txt", meson_options(name, target, openmp)),
+        ("BUILD.bazel", bazel_build(name, target, has_weights, has_hpp)),
         ("Makefile", makefile(name, target, openmp)),
         ("build.sh", build_sh(name, target, openmp)),
         ("compile_commands.json", compile_commands(name, target, openmp)),
@@ -454,10 +698,14 @@ def write_build_files(
 
 
 __all__ = [
+    "bazel_build",
     "build_sh",
     "cmake_config_in",
     "cmake_lists",
     "compile_commands",
     "makefile",
+    "meson_build",
+    "meson_options",
+    "pkgconfig_in",
     "write_build_files",
 ]

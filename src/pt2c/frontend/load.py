@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,12 @@ def read_pt2_header(path: Path) -> dict[str, Any]:
     """Schema and torch version recorded in a .pt2 archive, without unpickling anything."""
     if not path.exists():
         raise InputError(f"{path}: no such file.\nWhat to try: check the path; write one with torch.export.save(ep, '{path.name}').")
-    if not zipfile.is_zipfile(path):
+    corrupt = f"{path}: corrupt .pt2 archive ({{}}).\nWhat to try: re-export with torch.export.save."
+    try:
+        is_zip = zipfile.is_zipfile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:  # e.g. a damaged zip64 locator
+        raise InputError(corrupt.format(e)) from None
+    if not is_zip:
         raise InputError(f"{path}: not a .pt2 archive (not a zip file; is it truncated or a different format?).\n"
                          "What to try: re-export with torch.export.save(ep, path).")
     try:
@@ -50,10 +56,17 @@ def read_pt2_header(path: Path) -> dict[str, Any]:
                                  "What to try: write it with torch.export.save (AOTInductor packages are not accepted).")
             with z.open(models[0]) as f:
                 head = json.load(f)
-    except (zipfile.BadZipFile, json.JSONDecodeError, OSError, EOFError) as e:
-        raise InputError(f"{path}: corrupt .pt2 archive ({e}).\nWhat to try: re-export with torch.export.save.") from None
-    sv = head.get("schema_version") or {}
-    return {"schema_version": (int(sv.get("major", -1)), int(sv.get("minor", -1))), "torch_version": head.get("torch_version")}
+        sv = head.get("schema_version") or {}
+        schema = (int(sv.get("major", -1)), int(sv.get("minor", -1)))
+        torch_version = head.get("torch_version")
+    # Damaged archives surface as many types (bit flips in sizes, flags, compression
+    # method, names, JSON): zlib.error and UnicodeDecodeError are ValueError /
+    # Exception subclasses covered here; RuntimeError: "encrypted" flag;
+    # NotImplementedError: unknown compression; AttributeError/TypeError: JSON of the wrong shape.
+    except (zipfile.BadZipFile, json.JSONDecodeError, OSError, EOFError, ValueError, KeyError, RuntimeError,
+            NotImplementedError, AttributeError, TypeError, OverflowError, zlib.error) as e:
+        raise InputError(corrupt.format(f"{type(e).__name__}: {e}")) from None
+    return {"schema_version": schema, "torch_version": torch_version}
 
 
 def check_schema(schema: tuple[int, int], where: str) -> None:

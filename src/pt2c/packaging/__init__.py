@@ -1,0 +1,1 @@
+"""Packaging of built artifacts (Python wheels)."""
