@@ -28,6 +28,10 @@ class Target:
                  ``"host"``).  Informational: kernels select their code paths
                  from the compiler's predefined macros (``__AVX2__``...), which
                  these flags set.
+    cross_cc:    a cross compiler known to build this target from x86-64 Linux
+                 (what the tests use; informational, ``""`` for the host's cc).
+    launcher:    how the tests run the result on an x86-64 Linux host (emulator
+                 or runtime), for ``pt2c verify --exec``; ``""``: runs natively.
     """
 
     name: str
@@ -35,6 +39,8 @@ class Target:
     cflags: tuple[str, ...]
     description: str
     simd: str
+    cross_cc: str = ""
+    launcher: str = ""
 
     def describe(self) -> str:
         """One line: ``name  (arch, simd)  flags  - description``."""
@@ -48,11 +54,28 @@ class Target:
 
 
 def _t(
-    name: str, arch: str, cflags: tuple[str, ...], simd: str, description: str
+    name: str,
+    arch: str,
+    cflags: tuple[str, ...],
+    simd: str,
+    description: str,
+    cross_cc: str = "",
+    launcher: str = "",
 ) -> Target:
     return Target(
-        name=name, arch=arch, cflags=cflags, description=description, simd=simd
+        name=name,
+        arch=arch,
+        cflags=cflags,
+        description=description,
+        simd=simd,
+        cross_cc=cross_cc,
+        launcher=launcher,
     )
+
+
+# Cross toolchains the tests prove (tests/test_targets.py, docs/targets.md).
+_WASM_CC = "python -m ziglang cc --target=wasm32-wasi"
+_WASM_RUN = "python -m pt2c.runtime.wasirun"
 
 
 # Ordered: this is the order help texts list them in.
@@ -72,6 +95,8 @@ TARGETS: dict[str, Target] = {
             ("-march=x86-64",),
             "sse2",
             "x86-64 baseline (SSE2), runs on every 64-bit x86 CPU",
+            "x86_64-w64-mingw32-gcc",
+            "wine",
         ),
         _t(
             "x86_64-v2",
@@ -100,6 +125,8 @@ TARGETS: dict[str, Target] = {
             ("-march=armv8-a",),
             "neon",
             "64-bit Arm baseline (ARMv8-A, NEON)",
+            "aarch64-linux-gnu-gcc",
+            "qemu-aarch64 -L /usr/aarch64-linux-gnu",
         ),
         _t(
             "riscv64",
@@ -107,6 +134,8 @@ TARGETS: dict[str, Target] = {
             ("-march=rv64gc",),
             "none",
             "64-bit RISC-V (RV64GC, scalar code)",
+            "riscv64-linux-gnu-gcc",
+            "qemu-riscv64 -L /usr/riscv64-linux-gnu",
         ),
         _t(
             "wasm32",
@@ -114,6 +143,8 @@ TARGETS: dict[str, Target] = {
             ("-msimd128",),
             "simd128",
             "WebAssembly with 128-bit SIMD (compile with emcc or clang --target=wasm32)",
+            _WASM_CC,
+            _WASM_RUN,
         ),
         _t(
             "native",

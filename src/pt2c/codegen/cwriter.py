@@ -41,7 +41,89 @@ STATUS = [
     ("ERR_NOT_INITIALIZED", "the context was not initialized by a successful init call"),
     ("ERR_INDEX", "an index input is out of range for the tensor it indexes"),
     ("ERR_WORKSPACE_PLAN", "internal error: a kernel needs more scratch than pt2c planned (please report this bug)"),
+    # the C message is PT2C_CPU_MSG (names the instruction set the library was compiled for); see _CPU_CHECK
+    ("ERR_CPU_UNSUPPORTED", "this library was built for an x86 instruction set the CPU lacks; rebuild for a lower --target"),
 ]
+
+# Init-time ISA check (no SIGILL): when compiled with x86 SIMD flags, <name>_init asks the CPU
+# (cpuid + xgetbv) for every extension the compiler was allowed to use and returns
+# ERR_CPU_UNSUPPORTED if one is missing.  Baseline targets (generic, x86_64, aarch64, ...)
+# compile it to `return 1`.  -DPT2C_FAKE_CPU_FEATURES=0 simulates a CPU without them (tests).
+_CPU_CHECK = r"""/* ---- init-time instruction-set check (x86 SIMD builds only; NEON is baseline on aarch64) ---- */
+#if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
+#if defined(__AVX512F__)
+#define PT2C_BUILT_ISA "AVX-512 (x86_64-v4: AVX512F/BW/CD/DQ/VL, AVX2, FMA)"
+#elif defined(__AVX2__) || defined(__FMA__)
+#define PT2C_BUILT_ISA "AVX2+FMA (x86_64-v3: AVX2, FMA, BMI1/2, F16C, MOVBE, LZCNT)"
+#endif
+#endif
+#ifdef PT2C_BUILT_ISA
+#define PT2C_CPU_MSG "this library was built for " PT2C_BUILT_ISA " but the CPU lacks it; rebuild for a lower --target (x86_64-v2, x86_64)"
+#else
+#define PT2C_CPU_MSG "this library was built for an instruction set the CPU lacks; rebuild for a lower --target"
+#endif
+#if defined(PT2C_BUILT_ISA) && !defined(PT2C_FAKE_CPU_FEATURES) && (defined(__GNUC__) || defined(__clang__)) \
+    && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#define PT2C_CPU_PROBE 1
+#endif
+
+/* 1 when the running CPU (and OS) support every extension this translation unit was compiled for. */
+static int cpu_supported(void)
+{
+#if defined(PT2C_BUILT_ISA) && defined(PT2C_FAKE_CPU_FEATURES)
+    return (PT2C_FAKE_CPU_FEATURES) != 0; /* test hook: 0 simulates a CPU without the built-in ISA */
+#elif defined(PT2C_CPU_PROBE)
+    unsigned int a = 0, b = 0, c = 0, d = 0, xcr0 = 0, xcr0_hi = 0;
+    if (!__get_cpuid_count(1, 0, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 27)) || !(c & (1u << 28))) return 0; /* OSXSAVE, AVX */
+#if defined(__FMA__)
+    if (!(c & (1u << 12))) return 0;
+#endif
+#if defined(__F16C__)
+    if (!(c & (1u << 29))) return 0;
+#endif
+#if defined(__MOVBE__)
+    if (!(c & (1u << 22))) return 0;
+#endif
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    if ((xcr0 & 6u) != 6u) return 0; /* the OS saves XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+#if defined(__AVX2__)
+    if (!(b & (1u << 5))) return 0;
+#endif
+#if defined(__BMI__)
+    if (!(b & (1u << 3))) return 0;
+#endif
+#if defined(__BMI2__)
+    if (!(b & (1u << 8))) return 0;
+#endif
+#if defined(__AVX512F__)
+    if ((xcr0 & 0xE6u) != 0xE6u) return 0; /* the OS saves opmask and ZMM state */
+    if (!(b & (1u << 16))) return 0;
+#endif
+#if defined(__AVX512DQ__)
+    if (!(b & (1u << 17))) return 0;
+#endif
+#if defined(__AVX512CD__)
+    if (!(b & (1u << 28))) return 0;
+#endif
+#if defined(__AVX512BW__)
+    if (!(b & (1u << 30))) return 0;
+#endif
+#if defined(__AVX512VL__)
+    if (!(b & (1u << 31))) return 0;
+#endif
+#if defined(__LZCNT__)
+    if (!__get_cpuid_count(0x80000001u, 0, &a, &b, &c, &d) || !(c & (1u << 5))) return 0;
+#endif
+    return 1;
+#else
+    return 1;
+#endif
+}
+"""
 
 
 @dataclass
@@ -259,7 +341,8 @@ typedef struct {name}_tensor_desc {{
 int {name}_abi_version(void);
 size_t {name}_workspace_size(void);
 size_t {name}_weights_size(void);
-/* Checks the weights blob (magic, format version, size, checksum) and binds ctx to it and to the
+/* Checks the CPU (x86 SIMD builds: {N}_ERR_CPU_UNSUPPORTED if it lacks the instruction set the library was
+ * compiled for), the weights blob (magic, format version, size, checksum) and binds ctx to it and to the
  * workspace ({N}_WORKSPACE_BYTES bytes, {N}_WORKSPACE_ALIGN-byte aligned). weights may be NULL
  * when the weights are embedded in the library. Returns {N}_OK or an error code. */
 int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void *workspace);
@@ -301,7 +384,8 @@ def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str],
         rows = ",\n".join(f'    {{"{n}", {N}_DTYPE_{v.dtype.upper()}, {len(v.shape)}, {kind}_shape_{i}, {v.nbytes}u}}'
                           for i, (n, v) in enumerate(zip(names, vals)))
         descs.append(f"{shapes}\nstatic const {name}_tensor_desc {kind}_desc[] = {{\n{rows}\n}};")
-    status_rows = ",\n".join(f'    "{msg}"' for _, msg in STATUS)
+    status_rows = ",\n".join("    PT2C_CPU_MSG" if code == "ERR_CPU_UNSUPPORTED" else f'    "{msg}"'
+                              for code, msg in STATUS)
     typed_params = ", ".join([f"const {ctype(v.dtype)} *{n}" for n, v in zip(in_names, g.inputs)]
                              + [f"{ctype(v.dtype)} *{n}" for n, v in zip(out_names, g.outputs)])
     in_list = ", ".join(f"(const void *){n}" for n in in_names) or "NULL"
@@ -339,6 +423,7 @@ static const uint64_t expected_data_bytes = {data_bytes}u;
 
 {descs[1]}
 
+{_CPU_CHECK}
 static const char *const status_messages[] = {{
 {status_rows}
 }};
@@ -383,7 +468,8 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
     const unsigned char *blob = (const unsigned char *)weights;
     uint64_t data_bytes;
     if (!ctx) return {N}_ERR_NULL_ARG;
-    ctx->initialized = 0;{scratch_check}
+    ctx->initialized = 0;
+    if (!cpu_supported()) return {N}_ERR_CPU_UNSUPPORTED;{scratch_check}
 {'    if (!blob) { blob = embedded_weights; weights_size = sizeof(embedded_weights); }' if embed else ''}
     if (!blob || !workspace) return {N}_ERR_NULL_ARG;
     if (((uintptr_t)workspace % {N}_WORKSPACE_ALIGN) != 0 || ((uintptr_t)blob % 16) != 0) return {N}_ERR_ALIGN;

@@ -22,6 +22,15 @@ example inputs saved in the ExportedProgram (``ep.example_inputs``, written by
 ``torch.export.save`` since torch 2.x) or passed as ``example_inputs``; else
 seeded random arrays (float: standard normal; integer: zeros; bool: ones).
 
+On the target (``launcher=`` / ``pt2c verify --exec``, or a cross ``cc``): instead of loading
+a shared library into this process, ``<name>.c`` and the standalone ``<name>_driver.c`` are
+compiled with ``cc`` (plus the target's flags, no OpenMP) into an executable
+(:func:`build_driver`), the inputs are written as raw little-endian ``.bin`` files and
+``LAUNCHER EXE WEIGHTS IN.bin... OUT_DIR`` is run (:func:`run_driver`): e.g.
+``qemu-aarch64 -L /usr/aarch64-linux-gnu``, ``wine``, ``python -m pt2c.runtime.wasirun``.
+The outputs are read back and compared the same way; ``time_it`` then reports the
+driver's own median latency (``--repeat``).
+
 Timing (``time_it=True``): the median of ``runs`` calls of the built library
 and of eager PyTorch, each after warm-up, at ``threads`` threads (default 1;
 ``torch.set_num_threads`` for eager, ``OMP_NUM_THREADS`` before the library is
@@ -31,8 +40,14 @@ torch may already have initialised the shared ``libgomp``).
 
 from __future__ import annotations
 
+import json
 import os
+import platform
+import re
+import shlex
+import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -44,7 +59,7 @@ import numpy as np
 from pt2c.errors import InputError
 
 __all__ = ["OutputCheck", "Timing", "VerifyReport", "verify", "compare", "time_runner", "time_eager",
-           "set_runner_threads"]
+           "set_runner_threads", "build_driver", "run_driver", "is_cross_compiler", "DriverRun"]
 
 
 @dataclass
@@ -256,14 +271,198 @@ def _to_numpy(t: Any) -> np.ndarray:
     return t.detach().cpu().contiguous().numpy()
 
 
+# --------------------------------------------------------------------------- the standalone driver (on the target)
+
+
+def _norm_arch(a: str) -> str:
+    a = a.lower()
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64", "i686": "i386", "i586": "i386"}.get(a, a)
+
+
+def is_cross_compiler(cc: str | None) -> bool:
+    """True when ``cc`` (a command line) targets another architecture or OS than this host,
+    judged from ``cc -dumpmachine`` (mingw/windows, wasi/wasm, emscripten count as another OS
+    unless the host is that).  False when ``cc`` is None or cannot be asked."""
+    if not cc:
+        return False
+    try:
+        proc = subprocess.run(shlex.split(cc) + ["-dumpmachine"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return False
+    triple = proc.stdout.strip().lower()
+    if proc.returncode != 0 or not triple:
+        return False
+    if _norm_arch(triple.split("-")[0]) != _norm_arch(platform.machine()):
+        return True
+    host_os = platform.system().lower()
+    for marker, os_name in (("mingw", "windows"), ("windows", "windows"), ("wasi", "wasi"), ("emscripten", "wasi"),
+                            ("darwin", "darwin"), ("apple", "darwin"), ("linux", "linux")):
+        if marker in triple:
+            return os_name != host_os
+    return False
+
+
+def _exe_suffix(cc: str, cflags: str) -> str:
+    text = f"{cc} {cflags}".lower()
+    if "mingw" in text or "windows" in text:
+        return ".exe"
+    if "wasm" in text or "wasi" in text or "emcc" in text:
+        return ".wasm"
+    return ""
+
+
+def build_driver(out_dir: Any, *, cc: str = "cc", cflags: str | None = None, arch_flags: str | None = None,
+                 exe: Any = None, timeout: float = 600) -> Path:
+    """Compile ``<name>.c`` + ``<name>_driver.c`` of an artifact into one executable with ``cc``.
+
+    cc:         the compiler command line (shlex-split: ``"python -m ziglang cc --target=wasm32-wasi"``).
+    cflags:     optimisation/language flags (default ``-O2 -std=c99``).
+    arch_flags: instruction-set flags (default: the target preset's, from manifest.json).
+    exe:        the executable's path (default ``OUT_DIR/<name>_driver`` + ``.exe``/``.wasm`` as the
+                compiler's target suggests).
+    The command is ``CC CFLAGS ARCH_FLAGS -I OUT_DIR <name>.c <name>_driver.c -o EXE -lm`` (no
+    OpenMP); returns the executable's path.  Raises BuildError with the compiler's output."""
+    from pt2c.runtime.build import BuildError
+
+    out = Path(out_dir)
+    mpath = out / "manifest.json"
+    if not mpath.is_file():
+        raise BuildError(f"{out}: no manifest.json; is this a pt2c output folder?")
+    m = json.loads(mpath.read_text())
+    name = m["name"]
+    if not (out / f"{name}_driver.c").is_file():
+        raise BuildError(f"{out}: no {name}_driver.c (artifact written by an older pt2c? recompile it)")
+    flags = cflags if cflags is not None else "-O2 -std=c99"
+    arch = arch_flags if arch_flags is not None else " ".join(m.get("target_cflags", []))
+    exe_path = Path(exe) if exe is not None else out / f"{name}_driver{_exe_suffix(cc, flags + ' ' + arch)}"
+    cmd = (shlex.split(cc) + shlex.split(flags) + shlex.split(arch)
+           + ["-I", str(out), str(out / f"{name}.c"), str(out / f"{name}_driver.c"), "-o", str(exe_path), "-lm"])
+    if shutil.which(cmd[0]) is None:
+        raise BuildError(f"C compiler {cmd[0]!r} was not found on PATH", cmd=cmd)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BuildError(f"building the driver timed out after {timeout:.0f} s: {shlex.join(cmd)}", cmd=cmd) from None
+    if proc.returncode != 0:
+        raise BuildError(f"building the driver failed (exit {proc.returncode}): {shlex.join(cmd)}\n"
+                         f"{(proc.stderr or proc.stdout).strip()[-20000:]}", cmd=cmd, returncode=proc.returncode,
+                         stdout=proc.stdout, stderr=proc.stderr)
+    return exe_path
+
+
+@dataclass
+class DriverRun:
+    """What :func:`run_driver` got back: the outputs, the driver's median latency (ms, None if
+    not printed), and its stdout/stderr."""
+
+    outputs: list[np.ndarray]
+    median_ms: float | None
+    stdout: str
+    stderr: str
+    cmd: list[str]
+
+
+def run_driver(exe: Any, out_dir: Any, arrays: Sequence[np.ndarray], *, launcher: str | None = None,
+               repeat: int = 1, timeout: float = 600, env: dict[str, str] | None = None) -> DriverRun:
+    """Run a driver executable (through ``launcher``, shlex-split) on numpy inputs.
+
+    Writes the inputs as raw little-endian ``.bin`` files in a temporary folder, runs
+    ``LAUNCHER EXE WEIGHTS IN.bin... OUTS [--repeat N]`` and reads the ``.bin`` outputs back
+    with the manifest's shapes and dtypes.  Raises RunError with the program's stderr on
+    failure (non-zero exit, timeout, missing output)."""
+    from pt2c.runtime.runner import DTYPES, RunError
+
+    out = Path(out_dir)
+    m = json.loads((out / "manifest.json").read_text())
+    ins, outs = m["inputs"], m["outputs"]
+    if len(arrays) != len(ins):
+        raise RunError(f"{m['name']} takes {len(ins)} input(s), got {len(arrays)}")
+    wfile = m.get("weights", {}).get("file")
+    weights = str(out / wfile) if wfile else "-"
+    with tempfile.TemporaryDirectory(prefix="pt2c-driver-") as tmp:
+        tdir = Path(tmp)
+        odir = tdir / "out"
+        odir.mkdir()
+        paths = []
+        for k, (d, a) in enumerate(zip(ins, arrays)):
+            want = np.dtype(DTYPES[d["dtype"]]).newbyteorder("<")
+            a = np.asarray(a)
+            if tuple(a.shape) != tuple(d["shape"]):
+                raise RunError(f"input {d['name']!r}: shape {tuple(a.shape)}, expected {tuple(d['shape'])}")
+            p = tdir / f"in{k}_{d['name']}.bin"
+            np.ascontiguousarray(a.astype(want, copy=False)).tofile(p)
+            paths.append(str(p))
+        cmd = (shlex.split(launcher) if launcher else []) + [str(exe), weights, *paths, str(odir)]
+        if repeat > 1:
+            cmd += ["--repeat", str(int(repeat))]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  env=None if env is None else {**os.environ, **env})
+        except FileNotFoundError as e:
+            raise RunError(f"cannot run {cmd[0]!r}: {e}") from None
+        except subprocess.TimeoutExpired:
+            raise RunError(f"the driver timed out after {timeout:.0f} s: {shlex.join(cmd)}") from None
+        if proc.returncode != 0:
+            raise RunError(f"the driver failed (exit {proc.returncode}): {shlex.join(cmd)}\n"
+                           f"{(proc.stderr or proc.stdout).strip()[-4000:]}")
+        results = []
+        for d in outs:
+            p = odir / f"{d['name']}.bin"
+            if not p.is_file():
+                raise RunError(f"the driver did not write {p.name}: {shlex.join(cmd)}\n{proc.stdout}{proc.stderr}")
+            dt = np.dtype(DTYPES[d["dtype"]]).newbyteorder("<")
+            arr = np.fromfile(p, dtype=dt)
+            if arr.size != int(np.prod(d["shape"], dtype=np.int64)):
+                raise RunError(f"{p.name}: {arr.size} elements, expected {d['dtype']}{d['shape']}")
+            results.append(arr.reshape(d["shape"]).astype(dt.newbyteorder("="), copy=False))
+    mt = re.search(r"median latency: ([0-9.eE+-]+) ms", proc.stdout)
+    return DriverRun(results, float(mt.group(1)) if mt else None, proc.stdout, proc.stderr, cmd)
+
+
 # --------------------------------------------------------------------------- verify
+
+
+def _compare_all(report: VerifyReport, onames: list[str], outs: list[np.ndarray], refs: list[np.ndarray],
+                 tol: float) -> None:
+    for i, name_i in enumerate(onames):
+        if i >= len(refs):
+            report.outputs.append(OutputCheck(name_i, tuple(outs[i].shape), str(outs[i].dtype), float("inf"),
+                                              float("inf"), float("nan"), 0.0, False, "no matching eager output"))
+            continue
+        report.outputs.append(compare(name_i, outs[i], refs[i], tol))
+    for j in range(len(onames), len(refs)):
+        report.outputs.append(OutputCheck(f"<eager output {j}>", tuple(refs[j].shape), str(refs[j].dtype),
+                                          float("inf"), float("inf"), float("nan"), 0.0, False,
+                                          "eager output missing from the compiled model"))
+
+
+def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray], arrays: list[np.ndarray],
+                      source: str, tol: float, temporary: bool, compile_s: float, cc: str, cflags: str | None,
+                      launcher: str | None, time_it: bool, runs: int, step: Callable[[str], None], eager: Any,
+                      args: tuple, kwargs: dict) -> VerifyReport:
+    step("build")
+    t0 = time.perf_counter()
+    exe = build_driver(work, cc=cc, cflags=cflags)
+    build_s = time.perf_counter() - t0
+    step("run")
+    res = run_driver(exe, work, arrays, launcher=launcher, repeat=max(1, runs) if time_it else 1)
+    step("compare")
+    report = VerifyReport(name=art.name, target=target, tol=tol, input_source=source,
+                          out_dir=None if temporary else work, lib_path=None if temporary else Path(exe),
+                          compile_s=compile_s, build_s=build_s)
+    _compare_all(report, [d["name"] for d in art.manifest["outputs"]], res.outputs, refs, tol)
+    if time_it and res.median_ms is not None:
+        step("time")
+        report.timings.append(Timing(1, runs, res.median_ms, time_eager(eager, args, kwargs, runs=runs, threads=1)))
+    return report
 
 
 def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None, inputs: Sequence[Any] | None = None,
            target: str = "native", cc: str | None = None, cflags: str | None = None, openmp: bool = True, seed: int = 0,
            tol: float = 1e-4, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
            threads: int | Sequence[int] = 1, command: str = "",
-           progress: Callable[[str], None] | None = None) -> VerifyReport:
+           progress: Callable[[str], None] | None = None, launcher: str | None = None,
+           on_target: bool | None = None) -> VerifyReport:
     """Compile, build and run ``src`` and compare every output with PyTorch eager.
 
     src:     a ``.pt2`` path, an ``ExportedProgram``, or an ``nn.Module`` (with
@@ -277,6 +476,12 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
              thread count in ``threads`` (default 1), filling ``report.timings``.
     progress: called with a step name ("load", "compile", "build", "run",
              "eager", "compare", "time") as each step starts.
+    launcher: run on the target: build ``<name>.c`` + ``<name>_driver.c`` with ``cc``
+             (default ``cc``) into an executable and run it as ``LAUNCHER EXE ...``
+             (shlex-split; e.g. ``"qemu-aarch64 -L /usr/aarch64-linux-gnu"``).
+    on_target: force (True) or forbid (False) the driver path; None (default): used when
+             ``launcher`` is given or ``cc`` is a cross compiler (:func:`is_cross_compiler`;
+             then the executable runs directly, e.g. through binfmt_misc).
     """
     import torch
 
@@ -286,6 +491,8 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
 
     step = progress or (lambda s: None)
     tgt = get_target(target)  # ValueError early for a bad target
+    if on_target is None:
+        on_target = bool(launcher) or is_cross_compiler(cc)
     thread_list = [int(threads)] if isinstance(threads, int) else [int(t) for t in threads]
 
     # -- the eager side: an ExportedProgram's module, or the nn.Module itself
@@ -358,6 +565,10 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
                                command=command)
         compile_s = time.perf_counter() - t0
 
+        if on_target:
+            return _verify_on_target(work, art, tgt.name, refs, arrays, source, tol, tmp is not None, compile_s,
+                                     cc or "cc", cflags, launcher, time_it, runs, step, eager, args, kwargs)
+
         step("build")
         t0 = time.perf_counter()
         lib = pt2c.build(work, cc=cc, cflags=cflags, openmp=openmp)
@@ -374,17 +585,7 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
         report = VerifyReport(name=art.name, target=tgt.name, tol=tol, input_source=source,
                               out_dir=None if tmp else work, lib_path=None if tmp else Path(lib),
                               compile_s=compile_s, build_s=build_s)
-        onames = [d["name"] for d in model.outputs]
-        for i, name_i in enumerate(onames):
-            if i >= len(refs):
-                report.outputs.append(OutputCheck(name_i, tuple(outs[i].shape), str(outs[i].dtype), float("inf"),
-                                                  float("inf"), float("nan"), 0.0, False, "no matching eager output"))
-                continue
-            report.outputs.append(compare(name_i, outs[i], refs[i], tol))
-        for j in range(len(onames), len(refs)):
-            report.outputs.append(OutputCheck(f"<eager output {j}>", tuple(refs[j].shape), str(refs[j].dtype),
-                                              float("inf"), float("inf"), float("nan"), 0.0, False,
-                                              "eager output missing from the compiled model"))
+        _compare_all(report, [d["name"] for d in model.outputs], outs, refs, tol)
 
         if time_it:
             step("time")
