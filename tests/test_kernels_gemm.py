@@ -36,6 +36,7 @@ void t_set_threads(int n) { omp_set_num_threads(n); }
 void t_set_threads(int n) { (void)n; }
 #endif
 size_t t_sgemm_scratch(int M, int N, int K) { return pt2c_sgemm_scratch_floats(M, N, K); }
+size_t t_sgemm_scratch_ex(int M, int N, int K, int ap, int bp) { return pt2c_sgemm_scratch_floats_ex(M, N, K, ap, bp); }
 void t_sgemm(int naive, float *C, int ldc, const float *A, int rsa, int csa, int ap, const float *B, int rsb, int csb,
              int bp, int M, int N, int K, int use_ep, const float *bias, int bias_per_row, const float *res, int ldr,
              int act, float lo, float hi, float *scratch)
@@ -77,6 +78,8 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     p, i, f = ctypes.c_void_p, ctypes.c_int, ctypes.c_float
     dll.t_sgemm_scratch.restype = ctypes.c_size_t
     dll.t_sgemm_scratch.argtypes = [i, i, i]
+    dll.t_sgemm_scratch_ex.restype = ctypes.c_size_t
+    dll.t_sgemm_scratch_ex.argtypes = [i, i, i, i, i]
     dll.t_sgemm.argtypes = [i, p, i, p, i, i, i, p, i, i, i, i, i, i, i, p, i, p, i, i, f, f, p]
     dll.t_conv_scratch.restype = ctypes.c_size_t
     dll.t_conv_scratch.argtypes = [p]
@@ -168,12 +171,17 @@ def run_gemm(lib, M, N, K, *, a_mode="row", b_mode="row", bias=None, residual=Fa
         ref += res_arr[:, :N]
     ref = _act_ref(ref, act, lo, hi)
     use_ep = int(bias is not None or residual or act != "none")
-    scratch = np.zeros(max(1, lib.t_sgemm_scratch(M, N, K)), np.float32)
+    # exactly the scratch the packing needs, then a canary that must survive
+    n_scr = lib.t_sgemm_scratch_ex(M, N, K, ap, bp)
+    assert n_scr <= lib.t_sgemm_scratch(M, N, K)
+    scratch = np.full(n_scr + 64, 3.0, np.float32)
     lib.t_sgemm(int(naive), _ptr(c), ldc, _ptr(abuf), rsa, csa, ap, _ptr(bbuf), rsb, csb, bp, M, N, K, use_ep,
-                _ptr(bias_arr), int(bias == "row"), _ptr(res_arr), ldr, ACTS.index(act), lo, hi, _ptr(scratch))
+                _ptr(bias_arr), int(bias == "row"), _ptr(res_arr), ldr, ACTS.index(act), lo, hi,
+                _ptr(scratch) if n_scr else None)
     what = f"M={M} N={N} K={K} a={a_mode} b={b_mode} bias={bias} res={residual} act={act}"
     _check(c[:, :N], ref, what)
     assert np.all(c[:, N:] == 7.0), f"{what}: wrote outside C"
+    assert np.all(scratch[n_scr:] == 3.0), f"{what}: wrote past its scratch"
 
 
 SIZES = [1, 5, 6, 7, 16, 17, 33, 100]
@@ -203,6 +211,31 @@ def test_gemm_epilogue(lib, act):
         for bias, residual in [(None, False), ("row", False), ("col", True)]:
             run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode, bias=bias, residual=residual, act=act, lo=lo,
                      hi=hi)
+
+
+@pytest.mark.parametrize("act", ["relu", "clamp", "none"])
+def test_gemm_register_epilogue_matches_scalar(lib, act):
+    # full tiles apply bias/residual/relu/clamp in registers: same bits as the scalar
+    # epilogue (pt2c_sgemm_naive), NaN, infinities and signed zeros included
+    M, N, K = 12, 48, 8
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = np.zeros((K, N), np.float32)  # so C = bias + residual exactly, specials survive
+    bias = rng.standard_normal(N).astype(np.float32)
+    bias[:6] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 6.0]
+    res = rng.standard_normal((M, N)).astype(np.float32)
+    res[0, :8] = [np.nan, -np.inf, np.inf, -0.0, -0.0, 0.0, -6.0, 1e30]
+    outs = []
+    for naive in (1, 0):
+        for bp in (0, 1):
+            bb = pack_b(b) if bp else b
+            c = np.full((M, N), 7.0, np.float32)
+            scr = np.zeros(max(1, lib.t_sgemm_scratch(M, N, K)), np.float32)
+            lib.t_sgemm(naive, _ptr(c), N, _ptr(a), K, 1, 0, _ptr(bb), 0 if bp else N, 0 if bp else 1, bp, M, N, K,
+                        1, _ptr(bias), 0, _ptr(res), N, ACTS.index(act), 0.0, 6.0, _ptr(scr))
+            outs.append(c.view(np.uint32).copy())
+    for o in outs[1:]:
+        assert np.array_equal(outs[0], o)
 
 
 def test_gemm_k_zero(lib):
@@ -275,6 +308,31 @@ def test_conv_scratch_bounded(lib):
     assert lib.t_conv_scratch(_ptr(sizes)) * 4 <= 4 << 20
 
 
+def test_scratch_mirror_matches_c(lib):
+    # kernels/scratch.py must give exactly the C sizes (the workspace plan is built from it)
+    from pt2c.kernels import scratch as S
+    dims = [1, 5, 16, 17, 64, 100, 145, 300, 1000, 3000]
+    for M, N, K in itertools.product(dims, dims, [1, 24, 256, 257, 2000]):
+        for ap, bp in itertools.product((0, 1), (0, 1)):
+            assert S.sgemm_scratch_floats(M, N, K, bool(ap), bool(bp)) == lib.t_sgemm_scratch_ex(M, N, K, ap, bp), \
+                (M, N, K, ap, bp)
+        assert S.sgemm_scratch_floats(M, N, K) == lib.t_sgemm_scratch(M, N, K)
+    for n, c, h, w, oc, kh, kw, st, p, d, g, depthwise, _ in CONV_CASES + [(1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1,
+                                                                            False, False)]:
+        if depthwise:
+            continue
+        oh, ow = (h + 2 * p - d * (kh - 1) - 1) // st + 1, (w + 2 * p - d * (kw - 1) - 1) // st + 1
+        sizes = np.array([n, c, h, w, oc, kh, kw, st, st, p, p, d, d, g, oh, ow], np.int32)
+        assert S.conv2d_scratch_floats(*map(int, sizes[1:])) == lib.t_conv_scratch(_ptr(sizes))
+
+
+def test_gemm_scratch_small_for_packed_weights(lib):
+    # a linear layer (B = pre-packed weight, few rows of activations) needs no scratch at all;
+    # a big unpacked product gets one region per thread it can actually use, not PT2C_MAX_THREADS
+    assert lib.t_sgemm_scratch_ex(1, 1000, 512, 0, 1) == 0
+    assert lib.t_sgemm_scratch_ex(64, 64, 64, 0, 0) * 4 <= 256 << 10
+
+
 # ---- other builds ----
 
 def test_layout_matches_formula():
@@ -308,6 +366,13 @@ def test_openmp_build(tmp_path):
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
     run_conv(dll, CONV_CASES[8])
     run_conv(dll, CONV_CASES[9])
+    # more threads than the machine has: each gets its own slice of the (exactly sized) scratch
+    for nt in (3, 8, 16):
+        dll.t_set_threads(nt)
+        for (M, N, K), a_mode, b_mode in [((200, 700, 300), "row", "row"), ((700, 40, 300), "trans", "row"),
+                                          ((64, 3000, 100), "row", "packed")]:
+            run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act="clamp")
+    dll.t_set_threads(2)
 
 
 SANITIZE_MAIN = r"""

@@ -45,7 +45,7 @@ PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int K
     int Cg = C / groups, OCg = OC / groups, Kg = Cg * KH * KW, OHW = OH * OW;
     (void)H, (void)W, (void)dh, (void)dw;
     if (OHW <= 0 || OCg <= 0) return 0;
-    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats(OCg, OHW, Cg);
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
     return (size_t)Kg * (size_t)pt2c_conv_tile_cols(Kg, OHW);
 }
 
@@ -121,7 +121,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                     pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, in_g, H * W, 1, 0, OCg, OHW, Kg, et, scratch);
                 } else {
                     int npan = (nt + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, p;
-                    PT2C_OMP(parallel for schedule(static) if ((long)npan * Kg > 65536L))
+                    PT2C_OMP(parallel for schedule(dynamic, 4) if ((long)npan * Kg > 65536L))
                     for (p = 0; p < npan; p++)
                         pt2c_im2col_panel(scratch + (ptrdiff_t)p * PT2C_GEMM_NR * Kg, in_g, t0 + p * PT2C_GEMM_NR,
                                           PT2C_MIN(PT2C_GEMM_NR, nt - p * PT2C_GEMM_NR), Cg, H, W, KH, KW, sh, sw,

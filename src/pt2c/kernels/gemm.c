@@ -42,6 +42,12 @@
 #define PT2C_GEMM_SKINNY_M 16
 /* Minimum multiply-adds per thread before a call is split across threads. */
 #define PT2C_GEMM_MIN_MACS_PER_THREAD (1L << 19)
+/* Work chunks per thread, handed out dynamically: a thread that the OS
+ * deschedules (a shared or oversubscribed machine) then delays the call by
+ * one chunk instead of by its whole static share. */
+#ifndef PT2C_GEMM_CHUNKS_PER_THREAD
+#define PT2C_GEMM_CHUNKS_PER_THREAD 4
+#endif
 
 enum {
     PT2C_ACT_NONE,
@@ -83,6 +89,11 @@ typedef __m256 pt2c_v8;
 #define PT2C_V8_SET1(x) _mm256_set1_ps(x)
 #define PT2C_V8_ADD(a, b) _mm256_add_ps((a), (b))
 #define PT2C_V8_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc)) /* acc + a*b */
+/* Same results as the scalar epilogue, NaN and signed zeros included:
+ * relu x > 0 ? x : 0 (max returns its 2nd operand on NaN/equal), clamp
+ * v = x < lo ? lo : x; v > hi ? hi : v. */
+#define PT2C_V8_RELU(x) _mm256_max_ps((x), _mm256_setzero_ps())
+#define PT2C_V8_CLAMP(x, lo, hi) _mm256_min_ps((hi), _mm256_max_ps((lo), (x)))
 #elif defined(PT2C_SIMD_NEON)
 #include <arm_neon.h>
 #define PT2C_GEMM_VEC 1
@@ -98,6 +109,23 @@ static inline pt2c_v8 pt2c_v8_fma(pt2c_v8 acc, pt2c_v8 a, pt2c_v8 b)
     acc.hi = vfmaq_f32(acc.hi, a.hi, b.hi);
     return acc;
 }
+static inline pt2c_v8 pt2c_v8_relu(pt2c_v8 x)
+{
+    float32x4_t z = vdupq_n_f32(0.0f);
+    x.lo = vbslq_f32(vcgtq_f32(x.lo, z), x.lo, z);
+    x.hi = vbslq_f32(vcgtq_f32(x.hi, z), x.hi, z);
+    return x;
+}
+static inline pt2c_v8 pt2c_v8_clamp(pt2c_v8 x, pt2c_v8 lo, pt2c_v8 hi)
+{
+    x.lo = vbslq_f32(vcltq_f32(x.lo, lo.lo), lo.lo, x.lo);
+    x.hi = vbslq_f32(vcltq_f32(x.hi, lo.hi), lo.hi, x.hi);
+    x.lo = vbslq_f32(vcgtq_f32(x.lo, hi.lo), hi.lo, x.lo);
+    x.hi = vbslq_f32(vcgtq_f32(x.hi, hi.hi), hi.hi, x.hi);
+    return x;
+}
+#define PT2C_V8_RELU(x) pt2c_v8_relu(x)
+#define PT2C_V8_CLAMP(x, lo, hi) pt2c_v8_clamp((x), (lo), (hi))
 #define PT2C_V8_ZERO() pt2c_v8_zero()
 #define PT2C_V8_LOAD(p) pt2c_v8_load(p)
 #define PT2C_V8_STORE(p, v) pt2c_v8_store((p), (v))
@@ -184,11 +212,41 @@ static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int 
 
 /* ---- micro-kernel ---- */
 
+#if defined(PT2C_GEMM_VEC)
+/* Epilogues the micro-kernel applies in registers on full tiles (same
+ * operation order as pt2c_gemm_store_tile, so the same bits); the others go
+ * through the store_tile path. */
+#define PT2C_GEMM_EP_IN_REGS(ep) \
+    (!(ep) || (ep)->act == PT2C_ACT_NONE || (ep)->act == PT2C_ACT_RELU || (ep)->act == PT2C_ACT_CLAMP)
+
+PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2c_v8 *v1, int i, int j)
+{
+    if (ep->bias) {
+        if (ep->bias_per_row) {
+            pt2c_v8 b = PT2C_V8_SET1(ep->bias[i]);
+            *v0 = PT2C_V8_ADD(*v0, b), *v1 = PT2C_V8_ADD(*v1, b);
+        } else {
+            *v0 = PT2C_V8_ADD(*v0, PT2C_V8_LOAD(ep->bias + j)), *v1 = PT2C_V8_ADD(*v1, PT2C_V8_LOAD(ep->bias + j + 8));
+        }
+    }
+    if (ep->residual) {
+        const float *r = ep->residual + (ptrdiff_t)i * ep->ldr + j;
+        *v0 = PT2C_V8_ADD(*v0, PT2C_V8_LOAD(r)), *v1 = PT2C_V8_ADD(*v1, PT2C_V8_LOAD(r + 8));
+    }
+    if (ep->act == PT2C_ACT_RELU) {
+        *v0 = PT2C_V8_RELU(*v0), *v1 = PT2C_V8_RELU(*v1);
+    } else if (ep->act == PT2C_ACT_CLAMP) {
+        pt2c_v8 lo = PT2C_V8_SET1(ep->lo), hi = PT2C_V8_SET1(ep->hi);
+        *v0 = PT2C_V8_CLAMP(*v0, lo, hi), *v1 = PT2C_V8_CLAMP(*v1, lo, hi);
+    }
+}
+#endif
+
 /* ROWS x 16 tile over kc steps.  A(i,k) = a[i*ars + k*acs] (packed panel:
  * ars=1, acs=MR), b is a packed NR-wide panel.  ROWS is a compile-time
  * constant after inlining, so the unused rows vanish.  Full tiles without an
- * epilogue are stored straight from registers; everything else goes through
- * pt2c_gemm_store_tile. */
+ * epilogue or with a bias/residual/relu/clamp epilogue are stored straight
+ * from registers; everything else goes through pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                              const float *PT2C_RESTRICT b, float *c, int ldc, int mr, int nr,
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS)
@@ -256,11 +314,12 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         a += acs;
         b += PT2C_GEMM_NR;
     }
-    if (mr == ROWS && nr == PT2C_GEMM_NR && !ep) {
+    if (mr == ROWS && nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) {
         float *r;
 #define PT2C_GEMM_PUT(ROW, V0, V1)                                                  \
         r = c + (ptrdiff_t)(ROW) * ldc;                                             \
         if (accumulate) V0 = PT2C_V8_ADD(V0, PT2C_V8_LOAD(r)), V1 = PT2C_V8_ADD(V1, PT2C_V8_LOAD(r + 8)); \
+        if (ep) pt2c_gemm_ep_row(ep, &V0, &V1, i0 + (ROW), j0);                     \
         PT2C_V8_STORE(r, V0), PT2C_V8_STORE(r + 8, V1)
         PT2C_GEMM_PUT(0, c00, c01);
         if (ROWS > 1) { PT2C_GEMM_PUT(1, c10, c11); }
@@ -370,19 +429,64 @@ static void pt2c_gemm_pack_a(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
 
 static size_t pt2c_gemm_round16(size_t n) { return (n + 15) & ~(size_t)15; }
 
-/* Scratch of one thread: a packed A block and a packed B block. */
-static size_t pt2c_gemm_thread_floats(int M, int N, int K)
+/* Scratch of one thread: a packed A block (unless A is pre-packed or skinny
+ * enough to be read in place) followed by a packed B block (unless B is
+ * pre-packed). */
+static size_t pt2c_gemm_thread_floats(int M, int N, int K, int a_packed, int b_packed)
 {
     size_t mc = (size_t)PT2C_MIN(PT2C_GEMM_MC, (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR);
     size_t nc = (size_t)PT2C_MIN(PT2C_GEMM_NC, (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR * PT2C_GEMM_NR);
     size_t kc = (size_t)PT2C_MIN(PT2C_GEMM_KC, K);
     if (M <= 0 || N <= 0 || K <= 0) return 0;
-    return pt2c_gemm_round16(mc * kc) + pt2c_gemm_round16(kc * nc);
+    return (!a_packed && M > PT2C_GEMM_SKINNY_M ? pt2c_gemm_round16(mc * kc) : 0) +
+           (!b_packed ? pt2c_gemm_round16(kc * nc) : 0);
 }
 
+/* How pt2c_sgemm splits an M x N x K product when nt_avail threads are
+ * available: returns the threads it runs; *split_n: chunks are column
+ * (else row) slabs; *nchunk: chunks, handed out dynamically; *cm x *cn: the
+ * largest chunk (what one thread's scratch must hold). */
+static int pt2c_gemm_plan(int M, int N, int K, int nt_avail, int *split_n, int *nchunk, int *cm, int *cn)
+{
+    long macs = (long)M * N * K;
+    int mt = (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, npan = (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
+    int nt = (int)PT2C_MIN((long)nt_avail, macs / PT2C_GEMM_MIN_MACS_PER_THREAD), units, nc, cu;
+    *split_n = npan >= nt && (N >= M || mt < nt);
+    nt = PT2C_MIN(nt, *split_n ? npan : mt);
+    if (nt < 1) nt = 1;
+    units = *split_n ? npan : mt;
+    /* at least half the per-thread minimum work per chunk */
+    nc = nt > 1 ? (int)PT2C_MIN((long)PT2C_MIN(units, nt * PT2C_GEMM_CHUNKS_PER_THREAD),
+                                macs / (PT2C_GEMM_MIN_MACS_PER_THREAD / 2))
+                : 1;
+    if (nc < nt) nc = nt;
+    cu = (units + nc - 1) / nc;
+    *nchunk = nc;
+    *cm = nc == 1 || *split_n ? M : PT2C_MIN(M, cu * PT2C_GEMM_MR);
+    *cn = nc == 1 || !*split_n ? N : PT2C_MIN(N, cu * PT2C_GEMM_NR);
+    return nt;
+}
+
+/* Scratch (floats) of pt2c_sgemm for operands packed as given, whatever the
+ * number of threads available (1 .. PT2C_MAX_THREADS): one region per thread,
+ * each as large as the packing of the largest chunk needs. */
+PT2C_KERNEL size_t pt2c_sgemm_scratch_floats_ex(int M, int N, int K, int a_packed, int b_packed)
+{
+    size_t best = 0;
+    int avail, split_n, nchunk, cm, cn;
+    if (M <= 0 || N <= 0 || K <= 0) return 0;
+    for (avail = 1; avail <= PT2C_MAX_THREADS; avail++) {
+        int nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
+        size_t need = (size_t)nt * pt2c_gemm_thread_floats(cm, cn, K, a_packed, b_packed);
+        best = PT2C_MAX(best, need);
+    }
+    return best;
+}
+
+/* Scratch (floats) of pt2c_sgemm whatever the packing (both operands unpacked). */
 PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
 {
-    return (size_t)PT2C_MAX_THREADS * pt2c_gemm_thread_floats(M, N, K);
+    return pt2c_sgemm_scratch_floats_ex(M, N, K, 0, 0);
 }
 
 /* One thread's share: the full blocked algorithm on an M x N block of C.
@@ -402,9 +506,9 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
     int nkb = (K + kmax - 1) / kmax;
     int kcb = (K + nkb - 1) / nkb; /* balanced k blocks */
     float *abuf = scratch;
-    float *bbuf = scratch ? scratch + pt2c_gemm_round16((size_t)PT2C_MIN(PT2C_GEMM_MC, (M + MR - 1) / MR * MR) *
-                                                        (size_t)PT2C_MIN(PT2C_GEMM_KC, K))
-                          : NULL;
+    float *bbuf = scratch && pack_a ? scratch + pt2c_gemm_round16((size_t)PT2C_MIN(PT2C_GEMM_MC, (M + MR - 1) / MR * MR) *
+                                                                  (size_t)PT2C_MIN(PT2C_GEMM_KC, K))
+                                    : scratch;
     int jc, pc, ic, jr, ir;
 
     for (jc = 0; jc < N; jc += PT2C_GEMM_NC) {
@@ -458,14 +562,14 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
     }
 }
 
-/* C = act(A*B + bias + residual).  scratch: pt2c_sgemm_scratch_floats(M,N,K)
- * floats (may be NULL when both operands are packed, or when A is unpacked
- * with M <= 16 and B packed). */
+/* C = act(A*B + bias + residual).  scratch: pt2c_sgemm_scratch_floats_ex(M,
+ * N, K, a_packed, b_packed) floats (0, so NULL is fine, when both operands are
+ * packed, or when A is unpacked with M <= 16 and B packed). */
 PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
                             int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
                             float *scratch)
 {
-    int nt = 1, split_n = 1, units, t;
+    int nt = 1, split_n = 1, units, nchunk, t;
     size_t per_thread;
     if (M <= 0 || N <= 0) return;
     if (ep && !ep->bias && !ep->residual && ep->act == PT2C_ACT_NONE) ep = NULL;
@@ -479,27 +583,25 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
         return;
     }
 
-    /* Threads: each takes a slab of C (columns if there are enough NR panels
-     * and N is the longer side, else rows) and runs the whole blocked
-     * algorithm on it with its own scratch region. */
+    /* Threads: C is cut into chunks (column slabs if there are enough NR
+     * panels and N is the longer side, else row slabs), a few per thread,
+     * handed out dynamically; each runs the whole blocked algorithm on its
+     * chunk with its thread's scratch region. */
+    {
+        int avail = 1, cm, cn;
 #if defined(_OPENMP)
-    if (!omp_in_parallel()) {
-        long macs = (long)M * N * K;
-        int mt = (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, npan = (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
-        nt = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
-        nt = (int)PT2C_MIN((long)nt, macs / PT2C_GEMM_MIN_MACS_PER_THREAD);
-        split_n = npan >= nt && (N >= M || mt < nt);
-        nt = PT2C_MIN(nt, split_n ? npan : mt);
-        if (nt < 1) nt = 1;
-    }
+        if (!omp_in_parallel()) avail = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
+        nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
+        per_thread = pt2c_gemm_thread_floats(cm, cn, K, a_packed, b_packed);
+        (void)nt; /* only used by OpenMP */
+    }
     units = split_n ? (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR : (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR;
-    per_thread = pt2c_gemm_thread_floats(M, N, K);
 
-    PT2C_OMP(parallel for schedule(static) num_threads(nt) if (nt > 1))
-    for (t = 0; t < nt; t++) {
-        int u0 = (int)((long)units * t / nt), u1 = (int)((long)units * (t + 1) / nt);
-        float *sc = scratch ? scratch + (size_t)t * per_thread : NULL;
+    PT2C_OMP(parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1))
+    for (t = 0; t < nchunk; t++) {
+        int u0 = (int)((long)units * t / nchunk), u1 = (int)((long)units * (t + 1) / nchunk);
+        float *sc = scratch ? scratch + (size_t)PT2C_THREAD_ID() * per_thread : NULL;
         pt2c_epilogue e;
         const pt2c_epilogue *et = NULL;
         if (u0 >= u1) continue;

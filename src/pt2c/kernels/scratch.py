@@ -7,6 +7,9 @@ from __future__ import annotations
 MAX_THREADS = 8  # PT2C_MAX_THREADS
 MR, NR = 6, 16  # PT2C_GEMM_MR / NR
 MC, KC, NC = 144, 256, 2048  # PT2C_GEMM_MC / KC / NC
+SKINNY_M = 16  # PT2C_GEMM_SKINNY_M
+MIN_MACS_PER_THREAD = 1 << 19  # PT2C_GEMM_MIN_MACS_PER_THREAD
+CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
 CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 
@@ -15,13 +18,39 @@ def _r16(n: int) -> int:
     return (n + 15) & ~15
 
 
-def sgemm_scratch_floats(M: int, N: int, K: int) -> int:
-    if M <= 0 or N <= 0 or K <= 0:
-        return 0
+def _gemm_thread_floats(M: int, N: int, K: int, a_packed: bool, b_packed: bool) -> int:
     mc = min(MC, (M + MR - 1) // MR * MR)
     nc = min(NC, (N + NR - 1) // NR * NR)
     kc = min(KC, K)
-    return MAX_THREADS * (_r16(mc * kc) + _r16(kc * nc))
+    return (_r16(mc * kc) if not a_packed and M > SKINNY_M else 0) + (_r16(kc * nc) if not b_packed else 0)
+
+
+def sgemm_plan(M: int, N: int, K: int, nt_avail: int) -> tuple[int, bool, int, int, int]:
+    """pt2c_gemm_plan: (threads, split_n, chunks, rows of the largest chunk, its columns)."""
+    macs = M * N * K
+    mt, npan = (M + MR - 1) // MR, (N + NR - 1) // NR
+    nt = min(nt_avail, macs // MIN_MACS_PER_THREAD)
+    split_n = npan >= nt and (N >= M or mt < nt)
+    nt = max(1, min(nt, npan if split_n else mt))
+    units = npan if split_n else mt
+    nc = min(units, nt * CHUNKS_PER_THREAD, macs // (MIN_MACS_PER_THREAD // 2)) if nt > 1 else 1
+    nc = max(nc, nt)
+    cu = (units + nc - 1) // nc
+    cm = M if nc == 1 or split_n else min(M, cu * MR)
+    cn = N if nc == 1 or not split_n else min(N, cu * NR)
+    return nt, split_n, nc, cm, cn
+
+
+def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packed: bool = False) -> int:
+    """pt2c_sgemm_scratch_floats_ex (pt2c_sgemm_scratch_floats: both unpacked): the most any
+    number of threads 1..MAX_THREADS needs, one region per thread."""
+    if M <= 0 or N <= 0 or K <= 0:
+        return 0
+    best = 0
+    for avail in range(1, MAX_THREADS + 1):
+        nt, _, _, cm, cn = sgemm_plan(M, N, K, avail)
+        best = max(best, nt * _gemm_thread_floats(cm, cn, K, a_packed, b_packed))
+    return best
 
 
 def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
@@ -31,7 +60,7 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
     if OHW <= 0 or OCg <= 0:
         return 0
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
-        return sgemm_scratch_floats(OCg, OHW, Cg)
+        return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
     t = CONV_COL_FLOATS // max(Kg, 1) // NR * NR
     full = (OHW + NR - 1) // NR * NR
     return Kg * max(NR, min(t, full))

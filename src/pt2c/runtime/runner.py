@@ -41,6 +41,10 @@ class Model:
             raise RunError(f"{lib_path} not found.\nWhat to try: build it first: pt2c build {self.dir}")
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = str(threads)
+        # Idle OpenMP threads sleep instead of spinning (unless the caller chose otherwise):
+        # on a shared or busy machine libgomp's default spin-wait made 2 threads several times
+        # slower than 1 (docs/BENCHMARKS.md).  Only read if libgomp is not loaded yet.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self.lib = ctypes.CDLL(str(lib_path))
         n = self.name
         getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
