@@ -428,10 +428,9 @@ for _name, _fn, _specs in [
     ("select_then_view", lambda x: x[:, 1].reshape(-1) * 2, (X,)),
 ]:
     case(f"shape_{_name}", _fn, *_specs)
-unsupported("shape_gather_dim", lambda x, i: torch.gather(x, 1, i), Fl(3, 4), In(3, 2, lo=0, hi=3),
-            why="aten.gather (torch.gather along a dim with a runtime index)")
-unsupported("shape_bool_mask_index", lambda x, i, j: x[i, j], Fl(3, 4), In(2, lo=0, hi=2), In(2, lo=0, hi=3),
-            why="aten.index.Tensor with two runtime index tensors")
+case("shape_gather_dim", lambda x, i: torch.gather(x, 1, i), Fl(3, 4), In(3, 2, lo=0, hi=3))
+case("shape_bool_mask_index", lambda x, i, j: x[i, j], Fl(3, 4), In(2, lo=0, hi=2), In(2, lo=0, hi=3))
+case("shape_index_two_bcast", lambda x, i, j: x[:, i, j], Fl(2, 3, 4, 5), In(3, 1, lo=-3, hi=2), In(2, lo=0, hi=3))
 
 # ---- reductions
 R = Fl(3, 4, 5)
@@ -642,9 +641,15 @@ for _name, _mod, _spec in [
     case(f"conv_{_name}", _mod, _spec, tol=MM)
 case("conv_conv2d_relu_fused", torch.nn.Sequential(_conv(torch.nn.Conv2d, 3, 4, 3), torch.nn.ReLU()), Fl(1, 3, 6, 6), tol=MM)
 case("conv_conv2d_bn", torch.nn.Sequential(_conv(torch.nn.Conv2d, 3, 4, 3), _bn(torch.nn.BatchNorm2d, 4)), Fl(1, 3, 6, 6), tol=MM)
-unsupported("conv_transpose2d", _conv(torch.nn.ConvTranspose2d, 3, 4, 3), Fl(1, 3, 5, 5), why="transposed convolution")
-unsupported("conv_runtime_weight", lambda x, w: F.conv2d(x, w), Fl(1, 3, 5, 5), Fl(4, 3, 3, 3),
-            why="convolution with non-constant weights")
+case("conv_transpose2d", _conv(torch.nn.ConvTranspose2d, 3, 4, 3), Fl(1, 3, 5, 5), tol=MM)
+case("conv_runtime_weight", lambda x, w: F.conv2d(x, w), Fl(1, 3, 5, 5), Fl(4, 3, 3, 3), tol=MM)
+case("conv_runtime_weight_groups_bias", lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1, groups=2),
+     Fl(2, 4, 6, 5), Fl(6, 2, 3, 3), Fl(6), tol=MM)
+case("conv_runtime_weight_1d", lambda x, w: F.conv1d(x, w, padding=2, dilation=2), Fl(2, 3, 9), Fl(4, 3, 3), tol=MM)
+case("more_max_pool2d_indices", lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True), Fl(2, 3, 7, 7), tol=MM)
+case("more_max_pool1d_indices_ceil", lambda x: F.max_pool1d(x, 2, ceil_mode=True, return_indices=True), Fl(2, 3, 7), tol=MM)
+case("more_layer_norm_stats", lambda x: torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5), Fl(2, 3, 4), tol=MM)
+case("more_index_select_0d", lambda x, i: torch.index_select(x, 0, i), T(2.0), T(0, torch.int64))
 unsupported("conv3d", _conv(torch.nn.Conv3d, 2, 3, 2), Fl(1, 2, 4, 4, 4), why="3-d convolution")
 
 # ---- pooling
@@ -720,29 +725,88 @@ for _name, _fn, _specs in [
 ]:
     case(f"create_{_name}", _fn, *_specs)
 
+
+# ---- more core ATen ops (pt2c/ops/extra.py)
+case("more_flip_multi", lambda x: torch.flip(x, [0, 2]), Fl(2, 3, 4))
+case("more_flip_fused", lambda x, y: torch.flip(x, [-1]) * y + 1, Fl(3, 4), Fl(3, 4))
+case("more_flip_int", lambda x: torch.flip(x, [0]), In(3, 4))
+case("more_fliplr", torch.fliplr, Fl(3, 4))
+case("more_diagonal_offset", lambda x: torch.diagonal(x, 1), Fl(4, 5))
+case("more_diagonal_neg_dims", lambda x: torch.diagonal(x, -1, 1, 2), Fl(2, 4, 3))
+case("more_diag_embed_trace", lambda x: torch.trace(x), Fl(4, 4))
+case("more_var_all", lambda x: x.var(), Fl(3, 4, 5), tol=MM)
+case("more_std_correction", lambda x: torch.std(x, 1, correction=0), Fl(3, 4, 5), tol=MM)
+case("more_var_mean", lambda x: torch.var_mean(x, -1), Fl(3, 4, 5), tol=MM)
+case("more_std_mean", lambda x: torch.std_mean(x, (0, 1)), Fl(3, 4, 5), tol=MM)
+case("more_norm_l1", lambda x: torch.linalg.vector_norm(x, 1, dim=(0, 2)), Fl(3, 4, 5), tol=MM)
+case("more_norm_inf", lambda x: torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True), Fl(3, 4, 5), tol=MM)
+case("more_norm_p3", lambda x: torch.linalg.vector_norm(x, 3), Fl(3, 4, 5), tol=MM)
+case("more_norm_fro", lambda x: torch.norm(x), Fl(3, 4), tol=MM)
+case("more_group_norm_noaffine", lambda x: F.group_norm(x, 3), Fl(2, 6, 5), tol=MM)
+case("more_group_norm_1group", lambda x: F.group_norm(x, 1), Fl(2, 4, 3, 3), tol=MM)
+case("more_instance_norm_affine", torch.nn.InstanceNorm1d(3, affine=True), Fl(2, 3, 7), tol=MM)
+case("more_batch_norm_train_nostats", lambda x: F.batch_norm(x, None, None, training=True), Fl(4, 3, 5), tol=MM)
+case("more_topk", lambda x: torch.topk(x, 2), Fl(3, 5))
+case("more_topk_smallest_dim0", lambda x: torch.topk(x, 2, dim=0, largest=False), Fl(4, 3))
+case("more_topk_int", lambda x: torch.topk(x, 3).values, In(3, 6, lo=-50, hi=50))
+case("more_sort", lambda x: torch.sort(x), Fl(3, 5))
+case("more_sort_desc_dim0", lambda x: torch.sort(x, 0, descending=True), Fl(4, 3))
+case("more_sort_nan", lambda x: torch.sort(x), T([3.0, float("nan"), -1.0, 2.0, float("nan"), 0.5]))
+case("more_argsort", lambda x: torch.argsort(x, -1), Fl(2, 3, 6))
+case("more_gather_dim0", lambda x, i: torch.gather(x, 0, i), Fl(3, 4), In(2, 4, lo=0, hi=2))
+case("more_gather_3d", lambda x, i: torch.gather(x, -1, i), Fl(2, 3, 4), In(2, 3, 2, lo=0, hi=3))
+case("more_take_along_dim", lambda x: torch.take_along_dim(x, torch.argsort(x, 1), 1), Fl(3, 5))
+case("more_scatter", lambda x, i, s: torch.scatter(x, 1, i, s), Fl(3, 4), T([[0, 2], [3, 1], [1, 0]], torch.int64), Fl(3, 2))
+case("more_scatter_value", lambda x, i: torch.scatter(x, 0, i, 2.5), Fl(3, 4), T([[2, 0, 1, 2]], torch.int64))
+case("more_scatter_add", lambda x, i, s: torch.scatter_add(x, 1, i, s), Fl(3, 4), In(3, 5, lo=0, hi=3), Fl(3, 5))
+case("more_index_put", lambda x, i, v: x.index_put((i,), v), Fl(5, 4), T([4, 0, 2], torch.int64), Fl(3, 4))
+case("more_index_put_acc", lambda x, i, v: x.index_put((i,), v, accumulate=True), Fl(5, 4), In(6, lo=0, hi=4), Fl(4))
+case("more_index_put_2idx", lambda x, i, j, v: x.index_put((i, j), v), Fl(3, 4), T([0, 2], torch.int64),
+     T([3, 1], torch.int64), Fl(2))
+case("more_index_add", lambda x, i, s: x.index_add(0, i, s), Fl(5, 3), In(4, lo=0, hi=4), Fl(4, 3))
+case("more_interp_nearest", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), Fl(1, 2, 3, 3))
+case("more_interp_nearest_size", lambda x: F.interpolate(x, size=(5, 7), mode="nearest"), Fl(2, 2, 3, 4))
+case("more_interp_nearest_frac", lambda x: F.interpolate(x, scale_factor=1.5, mode="nearest"), Fl(1, 2, 3, 5))
+case("more_interp_bilinear", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), Fl(1, 2, 3, 3), tol=MM)
+case("more_interp_bilinear_ac", lambda x: F.interpolate(x, size=(5, 6), mode="bilinear", align_corners=True),
+     Fl(1, 2, 3, 4), tol=MM)
+case("more_interp_bilinear_down", lambda x: F.interpolate(x, size=(3, 2), mode="bilinear"), Fl(1, 2, 7, 5), tol=MM)
+case("more_interp_nearest1d", lambda x: F.interpolate(x, scale_factor=3, mode="nearest"), Fl(1, 2, 4))
+case("more_interp_linear1d", lambda x: F.interpolate(x, size=7, mode="linear"), Fl(1, 2, 4), tol=MM)
+case("more_upsample_module", torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True), Fl(1, 3, 4, 4), tol=MM)
+case("more_conv_transpose2d_s2", _conv(torch.nn.ConvTranspose2d, 4, 3, 3, stride=2, padding=1, output_padding=1),
+     Fl(2, 4, 4, 5), tol=MM)
+case("more_conv_transpose2d_groups", _conv(torch.nn.ConvTranspose2d, 4, 6, 2, stride=2, groups=2, bias=False),
+     Fl(1, 4, 3, 3), tol=MM)
+case("more_conv_transpose2d_dil", _conv(torch.nn.ConvTranspose2d, 2, 3, 3, dilation=2), Fl(1, 2, 4, 4), tol=MM)
+case("more_conv_transpose1d", _conv(torch.nn.ConvTranspose1d, 3, 4, 3, stride=2), Fl(2, 3, 5), tol=MM)
+case("more_conv_transpose1d_unbatched", _conv(torch.nn.ConvTranspose1d, 3, 2, 4, stride=3, padding=1), Fl(3, 5), tol=MM)
+case("more_sdpa_3d_mask", lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+     Fl(3, 5, 8), Fl(3, 7, 8), Fl(3, 7, 8), Fl(3, 5, 7), tol=MM)
+case("more_sdpa_3d_causal", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     Fl(2, 5, 8), Fl(2, 5, 8), Fl(2, 5, 4), tol=MM)
+case("more_max_pool1d_pad", lambda x: F.max_pool1d(x, 3, 2, 1), Fl(2, 3, 9), tol=MM)
+case("more_avg_pool1d_ceil", lambda x: F.avg_pool1d(x, 2, ceil_mode=True), Fl(2, 3, 7), tol=MM)
+case("more_clamp_tensor", lambda x, lo, hi: torch.clamp(x, lo, hi), Fl(3, 4), Fl(3, 4, lo=-2, hi=0), Fl(4, lo=0, hi=2))
+case("more_clamp_tensor_min", lambda x, lo: torch.clamp(x, min=lo), Fl(3, 4), Fl(3, 1))
+case("more_where_scalars", lambda c: torch.where(c, 1.5, -2.0), Bo(3, 4))
+case("more_where_int_scalars", lambda x: torch.where(x > 0, 1, 0), In(3, 4))
+case("more_masked_fill_tensor", lambda x, m, v: x.masked_fill(m, v), Fl(3, 4), Bo(3, 4), Fl())
+case("more_masked_scatter_like", lambda x, m: torch.where(m, x * 2, torch.zeros_like(x)).sum(-1), Fl(3, 4), Bo(3, 4))
+case("more_rms_norm_3d", _rms((2, 3, 4)), Fl(2, 2, 3, 4), tol=MM)
+case("more_cummax_like_sorted", lambda x: torch.sort(x.flatten(), descending=True).values[:3], Fl(3, 4))
+
 # ---- misc: ops expected to be unsupported
-unsupported("misc_topk", lambda x: torch.topk(x, 2).values, Fl(3, 5), why="aten.topk")
-unsupported("misc_sort", lambda x: torch.sort(x).values, Fl(3, 5), why="aten.sort")
-unsupported("misc_interpolate", lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), Fl(1, 2, 3, 3),
-            why="upsample / interpolate")
+unsupported("misc_rand_like", lambda x: x + torch.rand_like(x), Fl(3, 4), why="random ops have no C lowering (policy)")
+unsupported("misc_dropout_train", lambda x: F.dropout(x, 0.5, training=True), Fl(3, 4),
+            why="dropout in training mode (random)")
+unsupported("misc_randn", lambda x: x + torch.randn(3, 4), Fl(3, 4), why="random ops have no C lowering (policy)")
 
 
 # ---------------------------------------------------------------------------- xfails for known bugs
 # (filled in below, keyed by case id)
 _U = UnsupportedError
 KNOWN: dict[str, tuple[str, type | None]] = {
-    # a graph value named like a libm function shadows it in the generated C (frontend c_name)
-    "shape_flip": ("unsupported: aten.flip", _U),
-    "shape_diagonal": ("unsupported: aten.diagonal", _U),
-    "red_var": ("unsupported: aten.var.correction", _U),
-    "red_std_keepdim": ("unsupported: aten.var.correction (std)", _U),
-    "red_var_unbiased_false": ("unsupported: aten.var.correction", _U),
-    "red_norm": ("unsupported: aten.linalg_vector_norm", _U),
-    "norm_l2_normalize": ("unsupported: aten.linalg_vector_norm (F.normalize)", _U),
-    "norm_rms_norm_2d": ("unsupported: rms_norm over more than the last dimension", _U),
-    "norm_group_norm": ("unsupported: aten.native_group_norm", _U),
-    "norm_instance_norm": ("unsupported: batch_norm without running stats (instance_norm)", _U),
-    "attn_sdpa_3d": ("unsupported: scaled_dot_product_attention on 3-d inputs", _U),
 }
 
 for _c in CASES:

@@ -194,6 +194,22 @@ def build_cmd(
     print(lib)
 
 
+# ---------------------------------------------------------------------------- wheel
+
+
+@app.command("wheel")
+@_handled
+def wheel_cmd(
+    out: Annotated[Path, typer.Argument(help="the folder written by `pt2c compile` (built, or built here with make)")],
+    dist: Annotated[Path, typer.Option("--dist", "-o", help="folder for the .whl")] = Path("dist"),
+    version: Annotated[Optional[str], typer.Option("--version", help="wheel version (default 1.0.0+pt2c.<weights crc>)")] = None,
+) -> None:
+    """Package OUT as a Python wheel (library, weights, numpy-only loader: import <name>; <name>.load()(x)); prints its path."""
+    from pt2c.packaging.wheel import build_wheel
+
+    print(build_wheel(out, dist, version=version))
+
+
 # ---------------------------------------------------------------------------- run
 
 
@@ -301,8 +317,15 @@ def verify_cmd(
     seed: Annotated[int, typer.Option("--seed", help="seed for random inputs")] = 0,
     time_it: Annotated[bool, typer.Option("--time", help="also time pt2c vs eager at 1 thread")] = False,
     runs: Annotated[int, typer.Option("--runs", help="timed runs (median) with --time")] = 20,
+    exec_: Annotated[Optional[str], typer.Option("--exec", help="run on the target: build <name>.c + the standalone "
+                                                 "driver with --cc into an executable and run it through this "
+                                                 "launcher, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu', 'wine', "
+                                                 "'python -m pt2c.runtime.wasirun' (also used for a cross --cc, "
+                                                 "run directly)")] = None,
 ) -> None:
-    """Compile, build and run MODEL and compare every output with PyTorch eager (exit 1 on mismatch)."""
+    """Compile, build and run MODEL and compare every output with PyTorch eager (exit 1 on mismatch).
+
+    With --exec LAUNCHER (or a cross-compiler --cc) the model runs on the target: see docs/targets.md."""
     tname = _check_target(target)
     _check_input_path(model)
     _quiet_torch_warnings()
@@ -317,7 +340,7 @@ def verify_cmd(
         arrays = _parse_inputs(list(inputs), [s["name"] for s in _user_input_specs(ep)])
     with console.status("verifying ...") as status:
         report = verify(str(model), out, inputs=arrays, target=tname, cc=cc, cflags=cflags, openmp=not no_openmp,
-                        seed=seed, tol=tol, time_it=time_it, runs=runs,
+                        seed=seed, tol=tol, time_it=time_it, runs=runs, launcher=exec_,
                         progress=lambda s: status.update(f"verifying: {s} ..."))
     console.print(_report_table(report))
     if report.timings:
@@ -395,6 +418,10 @@ def targets_cmd() -> None:
     for tg in TARGETS.values():
         t.add_row(tg.name, tg.arch, tg.simd, tg.flags_str or "(none)", tg.description)
     console.print(t)
+    say("cross builds tested from x86-64 Linux (docs/targets.md; pt2c verify MODEL --target T --cc CC --exec RUN):")
+    for tg in TARGETS.values():
+        if tg.cross_cc:
+            say(f"  {tg.name:<8} CC: {tg.cross_cc}   RUN: {tg.launcher}")
 
 
 # ---------------------------------------------------------------------------- demo

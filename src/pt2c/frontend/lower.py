@@ -103,7 +103,7 @@ class LowerCtx:
         return self.L.new_value(f"{self.L.name_for(self.node, self.origin)}_{hint}", shape, dtype)
 
     def const(self, data: np.ndarray, hint: str) -> Value:
-        return self.L.const(np.ascontiguousarray(data), hint)
+        return self.L.const(np.ascontiguousarray(data).reshape(np.shape(data)), hint)  # keeps 0-d shape ()
 
     def emit(self, op: str, inputs: list[Value], attrs: dict[str, Any], outputs: list[Value]) -> Node | None:
         if inputs and all(v.is_const for v in inputs) and not OPS[op].alias:
@@ -302,6 +302,9 @@ class Lowering:
         try:
             args = self.normalize(node)
         except _Poisoned:
+            return _Poison()
+        except KeyError as e:  # a dtype argument pt2c has no C type for (complex, ...)
+            self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
         ctx = LowerCtx(self, node)
         try:

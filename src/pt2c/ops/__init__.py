@@ -53,3 +53,4 @@ def lowers(*targets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 # Import the op modules for their registrations.
 from pt2c.ops import creation, elementwise, linalg, nn, shape  # noqa: F401
+from pt2c.ops import extra  # noqa: F401,E402

@@ -113,15 +113,20 @@ def matmul_k(node: Node) -> int:
 
 
 def _matmul_scratch(node: Node) -> int:
-    return 4 * gemm_scratch_floats(*_matmul_dims(node))
+    # the emitted calls are either one GEMM with the batch folded into M, or one per batch
+    # element with M rows; the scratch is not monotone in M, so plan for both
+    M, N, K = _matmul_dims(node)
+    bp = bool(node.attrs.get("b_packed"))
+    return 4 * max(gemm_scratch_floats(M, N, K, b_packed=bp),
+                   gemm_scratch_floats(node.outputs[0].shape[-2], N, K, b_packed=bp))
 
 
-def gemm_scratch_floats(M: int, N: int, K: int) -> int:
-    """Mirror of pt2c_sgemm_scratch_floats (kernels/gemm.c): computed here so the workspace
-    plan is known at compile time.  Generous upper bound; the C side asserts it fits."""
+def gemm_scratch_floats(M: int, N: int, K: int, b_packed: bool = False) -> int:
+    """Mirror of pt2c_sgemm_scratch_floats_ex (kernels/gemm.c; A unpacked): computed here so the
+    workspace plan is known at compile time.  Upper bound; the C side asserts it fits."""
     from pt2c.kernels import scratch
 
-    return scratch.sgemm_scratch_floats(M, N, K)
+    return scratch.sgemm_scratch_floats(M, N, K, b_packed=b_packed)
 
 
 def _matmul_dims(node: Node) -> tuple[int, int, int]:
@@ -133,7 +138,8 @@ def _matmul_dims(node: Node) -> tuple[int, int, int]:
 
 
 defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch,
-      scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats(%d, %d, %d)" % _matmul_dims(n),
+      scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats_ex(%d, %d, %d, 0, %d)" % (
+          *_matmul_dims(n), 1 if n.attrs.get("b_packed") else 0),
       flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n))
 
 
@@ -277,11 +283,15 @@ def _lower_conv(ctx: Any, a: dict[str, Any]) -> Value:
     x, w, bias = a["input"], a["weight"], a.get("bias")
     out = ctx.out()
     if a.get("transposed"):
-        ctx.fail("transposed convolution is not supported yet")
+        from pt2c.ops.extra import lower_conv_transpose
+
+        return lower_conv_transpose(ctx, a)
     if x.dtype != "float32":
         ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
     if not w.is_const:
-        ctx.fail("convolution weights must be constants (parameters or buffers) for pre-packing")
+        from pt2c.ops.extra import lower_conv_direct
+
+        return lower_conv_direct(ctx, a)
     nd = len(w.shape) - 2
     stride, padding, dilation = list(a["stride"]), list(a["padding"]), list(a["dilation"])
     if isinstance(padding, str) or nd not in (1, 2):
@@ -372,6 +382,18 @@ def _lower_sdpa(ctx: Any, a: dict[str, Any]) -> Value:
     out = ctx.out()
     if a.get("dropout_p", 0.0) not in (0, 0.0):
         ctx.fail("scaled_dot_product_attention with dropout_p > 0 (inference only: call model.eval())")
+    if len(q.shape) == 3 and len(k.shape) == 3 and len(v.shape) == 3 and q.dtype == "float32":
+        # [B, L, D]: one head
+        q, k, v = (ctx.view(t, (1, *t.shape)) for t in (q, k, v))
+        if mask is not None and len(mask.shape) == 3:
+            mask = ctx.view(mask, (1, *mask.shape))
+        y = ctx.new("attn4", (1, *out.shape), "float32")
+        ins = [q, k, v] + ([mask] if mask is not None else [])
+        if mask is not None and mask.dtype not in ("bool", "float32"):
+            ctx.fail(f"attention mask dtype {mask.dtype} (expected bool or float32)")
+        scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+        ctx.emit("sdpa", ins, {"scale": float(scale), "causal": bool(a.get("is_causal", False))}, [y])
+        return ctx.view(y, out.shape, out=out)
     if len(q.shape) != 4 or q.dtype != "float32":
         ctx.fail("scaled_dot_product_attention is supported for 4-d float32 [B, H, L, D] inputs")
     if k.shape[1] != q.shape[1] and not a.get("enable_gqa"):

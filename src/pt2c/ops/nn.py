@@ -62,7 +62,19 @@ def _lower_layer_norm(ctx: Any, a: dict[str, Any]) -> Any:
     ins = [x] + [t for t in (w, b) if t is not None]
     ctx.emit("layer_norm", ins, {"normalized": len(a["normalized_shape"]), "eps": float(a.get("eps", 1e-5)),
                                  "has_weight": w is not None, "has_bias": b is not None}, [out])
-    return (out, None, None) if len(outs) == 3 else out
+    if len(outs) == 3:
+        from pt2c.ops.extra import output_used
+
+        if output_used(ctx, 1) or output_used(ctx, 2):
+            # the saved mean / rstd are read: compute them with the moments loop
+            cols = int(np.prod(x.shape[len(x.shape) - len(a["normalized_shape"]):], dtype=np.int64))
+            rows = x.numel // max(cols, 1)
+            mo, ro = ctx.new("mean", (rows,), "float32"), ctx.new("rstd", (rows,), "float32")
+            ctx.emit("moments_norm", [x], {"view": (1, rows, cols), "eps": float(a.get("eps", 1e-5))},
+                     [ctx.new("norm", x.shape, "float32"), mo, ro])
+            return (out, ctx.view(mo, outs[1].shape, out=outs[1]), ctx.view(ro, outs[2].shape, out=outs[2]))
+        return (out, None, None)
+    return out
 
 
 def _ref_rms_norm(node: Node, x: np.ndarray, *w: np.ndarray) -> np.ndarray:
@@ -86,13 +98,23 @@ defop("rms_norm", _ref_rms_norm, _emit_rms_norm, kernels=("norm",), flops=lambda
 @lowers("aten.rms_norm.default")
 def _lower_rms_norm(ctx: Any, a: dict[str, Any]) -> Value:
     x, w = a["input"], a.get("weight")
-    if len(a["normalized_shape"]) != 1 or x.dtype != "float32":
-        ctx.fail("rms_norm is supported over the last dimension of float32 tensors")
+    if x.dtype != "float32":
+        ctx.fail("rms_norm is implemented for float32 tensors")
     eps = a.get("eps")
     if eps is None:
         eps = float(np.finfo(np.float32).eps)
-    ctx.emit("rms_norm", [x] + ([w] if w is not None else []), {"eps": float(eps)}, [ctx.out()])
-    return ctx.out()
+    nd = len(a["normalized_shape"])
+    out = ctx.out()
+    if nd != 1:
+        # normalise over the trailing nd dims: view them as one
+        cols = int(np.prod(x.shape[len(x.shape) - nd:], dtype=np.int64))
+        x2 = ctx.view(x, (x.numel // max(cols, 1), cols))
+        w2 = ctx.view(w, (cols,)) if w is not None else None
+        y = ctx.new("rms", x2.shape, "float32")
+        ctx.emit("rms_norm", [x2] + ([w2] if w2 is not None else []), {"eps": float(eps)}, [y])
+        return ctx.view(y, out.shape, out=out)
+    ctx.emit("rms_norm", [x] + ([w] if w is not None else []), {"eps": float(eps)}, [out])
+    return out
 
 
 # ---------------------------------------------------------------- batch norm (inference) = per-channel affine
@@ -119,6 +141,10 @@ def _lower_batch_norm(ctx: Any, a: dict[str, Any]) -> Any:
     x = a["input"]
     w, b, mean, var = a.get("weight"), a.get("bias"), a.get("running_mean"), a.get("running_var")
     eps = float(a.get("eps", 1e-5))
+    if ctx.target == "aten._native_batch_norm_legit.no_stats" or (mean is None and var is None):
+        from pt2c.ops.extra import lower_bn_no_stats
+
+        return lower_bn_no_stats(ctx, a)
     if a.get("training") and ctx.target != "aten._native_batch_norm_legit_no_training.default":
         ctx.fail("batch_norm in training mode (call model.eval() before torch.export)")
     for t in (w, b, mean, var):
@@ -270,6 +296,19 @@ def _lower_maxpool(ctx: Any, a: dict[str, Any]) -> Any:
     outs = ctx.outs()
     k, s, p, d = _pool_args(a)
     out = outs[0]
+    from pt2c.ops.extra import output_used
+
+    if len(outs) == 2 and outs[1] is not None and output_used(ctx, 1):
+        # the argmax indices are read too: a generated loop that produces both
+        ind = outs[1]
+        y = ctx.new("pool", (1, *out.shape), "float32") if sq else out
+        yi = ctx.new("pool_idx", (1, *ind.shape), "int64") if sq else ind
+        ctx.emit("maxpool2d_idx", [x], {"kernel": k, "stride": s, "padding": p, "dilation": d,
+                                        "ceil_mode": bool(a.get("ceil_mode", False))}, [y, yi])
+        if sq:
+            ctx.view(y, out.shape, out=out)
+            ctx.view(yi, ind.shape, out=ind)
+        return (out, ind)
     y = ctx.new("pool", (1, *out.shape), "float32") if sq else out
     ctx.emit("pool2d", [x], {"kind": "max", "kernel": k, "stride": s, "padding": p, "dilation": d}, [y])
     if sq:

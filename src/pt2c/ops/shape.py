@@ -247,9 +247,15 @@ def _lower_embedding(ctx: Any, a: dict[str, Any]) -> Value:
 
 @lowers("aten.index_select.default")
 def _lower_index_select(ctx: Any, a: dict[str, Any]) -> Value:
-    x = a["self"]
-    ctx.emit("gather", [x, a["index"]], {"dim": _norm_dim(a["dim"], len(x.shape))}, [ctx.out()])
-    return ctx.out()
+    x, idx, out = a["self"], a["index"], ctx.out()
+    if not x.shape or not idx.shape:  # 0-d self and/or index: gather on 1-element views
+        x1 = ctx.view(x, (1,)) if not x.shape else x
+        i1 = ctx.view(idx, (1,)) if not idx.shape else idx
+        y = ctx.new("sel", (*x1.shape[:_norm_dim(a["dim"], max(len(x.shape), 1))], 1, *x1.shape[_norm_dim(a["dim"], max(len(x.shape), 1)) + 1:]), x.dtype)
+        ctx.emit("gather", [x1, i1], {"dim": _norm_dim(a["dim"], max(len(x.shape), 1))}, [y])
+        return ctx.view(y, out.shape, out=out)
+    ctx.emit("gather", [x, idx], {"dim": _norm_dim(a["dim"], len(x.shape))}, [out])
+    return out
 
 
 @lowers("aten.index.Tensor")
@@ -260,8 +266,9 @@ def _lower_index(ctx: Any, a: dict[str, Any]) -> Value:
     if used and all(idx[i].is_const for i in used):
         return lower_index_const(ctx, x, idx, out)
     if len(used) != 1 or idx[used[0]].dtype == "bool":
-        ctx.fail("aten.index.Tensor is supported with one integer index tensor (got "
-                 f"{len(used)} index tensors); try index_select or gather in the model")
+        from pt2c.ops.extra import lower_index_multi
+
+        return lower_index_multi(ctx, x, idx, out)
     d = used[0]
     ctx.emit("gather", [x, idx[d]], {"dim": d}, [out])
     return out
