@@ -313,3 +313,25 @@ def test_embedded_weights_mlp(zoo_cache, tmp_path):
     import torch
 
     assert_outputs_close(model.run([x]), eager(c.model, (torch.from_numpy(x),)), "mlp embedded weights, new input")
+
+
+def test_model_without_inputs_builds_pedantic_and_runs(tmp_path):
+    """A program with no user inputs still gives valid C99 (no empty descriptor array)."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class Const(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3))
+
+        def forward(self) -> torch.Tensor:
+            return self.w * 2
+
+    m = Const()
+    pt2c.compile(torch.export.export(m, ()), tmp_path / "noin", name="noin")
+    cc = "clang" if shutil.which("clang") else "gcc"
+    pt2c.build(tmp_path / "noin", cc=cc, cflags="-O1 -std=c99 -Wall -Wextra -Werror -pedantic", openmp=False)
+    (got,) = pt2c.load(tmp_path / "noin").run([])
+    np.testing.assert_allclose(got, (m.w * 2).detach().numpy(), rtol=0, atol=1e-6)

@@ -383,6 +383,7 @@ def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str],
                            for i, v in enumerate(vals))
         rows = ",\n".join(f'    {{"{n}", {N}_DTYPE_{v.dtype.upper()}, {len(v.shape)}, {kind}_shape_{i}, {v.nbytes}u}}'
                           for i, (n, v) in enumerate(zip(names, vals)))
+        rows = rows or "    {NULL, 0, 0, NULL, 0u}"  # C99 has no empty arrays; the count macro says 0
         descs.append(f"{shapes}\nstatic const {name}_tensor_desc {kind}_desc[] = {{\n{rows}\n}};")
     status_rows = ",\n".join("    PT2C_CPU_MSG" if code == "ERR_CPU_UNSUPPORTED" else f'    "{msg}"'
                               for code, msg in STATUS)

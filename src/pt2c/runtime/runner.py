@@ -62,10 +62,11 @@ class Model:
             self._weights = None
             wptr, wsize = None, 0
         else:
-            raw = (self.dir / w["file"]).read_bytes()
-            self._weights = _aligned(len(raw))
-            self._weights[:] = np.frombuffer(raw, np.uint8)
-            wptr, wsize = self._weights.ctypes.data, len(raw)
+            path = self.dir / w["file"]
+            self._weights = _aligned(path.stat().st_size)
+            with open(path, "rb") as f:  # straight into the aligned buffer: no second copy
+                f.readinto(memoryview(self._weights))
+            wptr, wsize = self._weights.ctypes.data, self._weights.nbytes
         self._ws = _aligned(max(getattr(self.lib, f"{n}_workspace_size")(), 64))
         self._ctx = ctypes.create_string_buffer(64)
         rc = getattr(self.lib, f"{n}_init")(self._ctx, wptr, wsize, self._ws.ctypes.data)
