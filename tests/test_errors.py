@@ -391,3 +391,20 @@ def test_runner_reports_init_failure(mlp_compiled, tmp_path):
     with pytest.raises(RunError) as ei:
         pt2c.load(d, lib=private_lib_copy(mlp_compiled.gcc_lib()))
     assert "corrupt" in str(ei.value).lower()
+
+
+def test_unsupported_torch_version_is_refused(monkeypatch):
+    """A torch outside the tested range is refused, naming both versions and what to do."""
+    import torch
+
+    from pt2c.errors import InputError
+    from pt2c.frontend import load
+
+    monkeypatch.delenv("PT2C_ALLOW_UNTESTED_TORCH", raising=False)
+    monkeypatch.setattr(torch, "__version__", "2.99.0")
+    with pytest.raises(InputError) as e:
+        load.check_torch_version()
+    msg = str(e.value)
+    assert "2.99.0" in msg and "2.13" in msg and "PT2C_ALLOW_UNTESTED_TORCH" in msg
+    monkeypatch.setenv("PT2C_ALLOW_UNTESTED_TORCH", "1")
+    assert load.check_torch_version() == "2.99.0"

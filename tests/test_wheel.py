@@ -109,3 +109,19 @@ def test_wheel_is_deterministic_and_cli(mlp_compiled, tmp_path):
     assert (tmp_path / "dist" / a.name.replace(a.name.split("-")[1], "2.0")).is_file(), r.output
     r = CliRunner().invoke(app, ["wheel", str(tmp_path / "nothing")])
     assert r.exit_code == 2 and "manifest.json" in r.output
+
+
+def test_wheel_passes_auditwheel_show(mlp_compiled, tmp_path):
+    """The wheel's library needs only manylinux-allowed system libraries (libc, libm, libgomp)."""
+    import shutil
+
+    from pt2c.packaging.wheel import build_wheel
+
+    exe = shutil.which("auditwheel")
+    if exe is None:
+        pytest.skip("auditwheel not installed (pip install auditwheel; scripts/setup.sh does)")
+    whl = build_wheel(mlp_compiled.out_dir, tmp_path / "dist", lib=mlp_compiled.gcc_lib())
+    r = subprocess.run([exe, "show", str(whl)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "is consistent with the following platform tag" in text and "manylinux_" in text, text
