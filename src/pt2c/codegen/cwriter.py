@@ -468,6 +468,7 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
 {{
     const unsigned char *blob = (const unsigned char *)weights;
     uint64_t data_bytes;
+    int i;
     if (!ctx) return {N}_ERR_NULL_ARG;
     ctx->initialized = 0;
     if (!cpu_supported()) return {N}_ERR_CPU_UNSUPPORTED;{scratch_check}
@@ -477,8 +478,10 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
     if (weights_size < {HEADER_BYTES}) return {N}_ERR_WEIGHTS_TRUNCATED;
     if (memcmp(blob, "PT2CWGT", 8) != 0) return {N}_ERR_WEIGHTS_MAGIC;
     if (read_le(blob + 8, 4) != {WEIGHTS_FORMAT_VERSION}u || read_le(blob + 12, 4) != {HEADER_BYTES}u) return {N}_ERR_WEIGHTS_VERSION;
+    for (i = 32; i < {HEADER_BYTES}; i++) /* reserved: zero in this format version */
+        if (blob[i] != 0) return {N}_ERR_WEIGHTS_VERSION;
     data_bytes = read_le(blob + 16, 8);
-    if (data_bytes != expected_data_bytes || (uint32_t)read_le(blob + 24, 8) != expected_crc32) return {N}_ERR_WEIGHTS_MISMATCH;
+    if (data_bytes != expected_data_bytes || read_le(blob + 24, 8) != expected_crc32) return {N}_ERR_WEIGHTS_MISMATCH;
     if (weights_size - {HEADER_BYTES} < data_bytes) return {N}_ERR_WEIGHTS_TRUNCATED;
     if (crc32_of(blob + {HEADER_BYTES}, (size_t)data_bytes) != expected_crc32) return {N}_ERR_WEIGHTS_CORRUPT;
     ctx->weights = blob + {HEADER_BYTES};
