@@ -11,6 +11,7 @@ declare -A PKGS=(
     [aarch64-linux-gnu-gcc]="gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
     [riscv64-linux-gnu-gcc]="gcc-riscv64-linux-gnu libc6-dev-riscv64-cross"
     [x86_64-w64-mingw32-gcc]="gcc-mingw-w64-x86-64" [qemu-aarch64]="qemu-user" [wine]="wine wine64"
+    [arm-none-eabi-gcc]="gcc-arm-none-eabi libnewlib-arm-none-eabi"
 )
 need=()
 for tool in "${!PKGS[@]}"; do

@@ -208,7 +208,8 @@ pt2c.compile(sys.argv[1], sys.argv[2], target=sys.argv[3], name="m")
 """
 
 
-def test_compile_deterministic_across_processes(zoo_cache, tmp_path):
+@pytest.mark.parametrize("target", [TARGET, "x86_64,x86_64-v3,x86_64-v4"])
+def test_compile_deterministic_across_processes(zoo_cache, tmp_path, target):
     """Same .pt2, two fresh interpreters with different hash seeds: identical output."""
     import torch
 
@@ -219,7 +220,7 @@ def test_compile_deterministic_across_processes(zoo_cache, tmp_path):
     for seed in ("1", "12345"):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         procs.append(subprocess.Popen([sys.executable, "-c", _SUBPROC_COMPILE, str(pt2), str(tmp_path / f"s{seed}"),
-                                       TARGET], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                                       target], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err[-4000:]

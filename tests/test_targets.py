@@ -299,3 +299,109 @@ def test_verify_cli_on_target(zoo_cache, tmp_root: Path) -> None:
     # the Python API, with a failing launcher: a clean RunError
     with pytest.raises(RunError, match="the driver failed"):
         verify(str(pt2), target="aarch64", cc="aarch64-linux-gnu-gcc", launcher="false")
+
+
+# --------------------------------------------------------------------------- multi-versioning
+
+MULTI = "x86_64,x86_64-v2,x86_64-v3,x86_64-v4"
+LEVELS = ["x86_64", "x86_64-v2", "x86_64-v3", "x86_64-v4"]
+# /proc/cpuinfo flags of each x86-64 level above the baseline (the psABI's lists)
+_LEVEL_FLAGS = [
+    {"pni", "ssse3", "sse4_1", "sse4_2", "popcnt", "cx16", "lahf_lm"},
+    {"avx", "avx2", "fma", "f16c", "movbe", "bmi1", "bmi2", "abm"},
+    {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"},
+]
+
+
+def _host_level() -> str | None:
+    """The x86-64 level of this machine from /proc/cpuinfo (an independent check of the C probe)."""
+    try:
+        line = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return None
+    flags = set(line.split(":", 1)[1].split())
+    level = 0
+    for need in _LEVEL_FLAGS:
+        if not need <= flags:
+            break
+        level += 1
+    return LEVELS[level]
+
+
+def _needs_x86_gcc() -> None:
+    import platform
+
+    if platform.machine() not in ("x86_64", "AMD64") or not shutil.which("gcc"):
+        pytest.skip("needs an x86-64 host with gcc")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_multiversion_dispatch_and_fallback(zoo_cache, tmp_root: Path, family: str) -> None:
+    """One artifact with four code paths: init picks the best the CPU has (natively, and under
+    qemu-x86_64 emulating older CPUs), PT2C_MAX_ISA caps it, and every path matches eager."""
+    _needs_x86_gcc()
+    c = zoo_cache.get(family)
+    out = tmp_root / f"{family}_multi"
+    pt2c.compile(c.ep, out, target=MULTI, name=family)
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["target"] == MULTI and m["target_cflags"] == ["-march=x86-64"]
+    assert [v["target"] for v in m["variants"]] == LEVELS[1:]
+    for v in m["variants"]:
+        assert (out / v["file"]).is_file() and v["file"] in (out / "Makefile").read_text()
+    exe = build_driver(out, cc="gcc", cflags=CFLAGS)
+    native = run_driver(exe, out, c.np_inputs)
+    assert_outputs_close(native.outputs, c.refs, f"{family} multi-version, native")
+    if _host_level() is not None:
+        assert native.isa == _host_level(), native.stdout
+    best = LEVELS.index(native.isa)
+    for cap in LEVELS[:best]:  # every lower path, forced by the environment cap
+        r = run_driver(exe, out, c.np_inputs, env={"PT2C_MAX_ISA": cap})
+        assert r.isa == cap, r.stdout
+        assert_outputs_close(r.outputs, c.refs, f"{family} multi-version, PT2C_MAX_ISA={cap}")
+    if not shutil.which("qemu-x86_64"):
+        pytest.skip(f"qemu-x86_64 not found; install with: {APT_QEMU}")
+    for cpu, level in (("Haswell", "x86_64-v3"), ("Nehalem", "x86_64-v2"), ("qemu64", "x86_64")):
+        r = run_driver(exe, out, c.np_inputs, launcher=f"qemu-x86_64 -cpu {cpu}", timeout=300)
+        assert r.isa == level, f"{cpu}: {r.stdout}"  # the CPU's own answer to cpuid, no SIGILL
+        assert_outputs_close(r.outputs, c.refs, f"{family} multi-version on an emulated {cpu}")
+
+
+def test_multiversion_build_files_with_clang(zoo_cache, tmp_root: Path) -> None:
+    """clang does not switch the ISA by #pragma (gcc does): the generated Makefile and CMake
+    project compile each code path with its own -march, and the library reports its choice."""
+    _needs_x86_gcc()
+    if not shutil.which("clang"):
+        pytest.skip("clang not found")
+    c = zoo_cache.get("mlp")
+    out = tmp_root / "mlp_multi"
+    pt2c.compile(c.ep, out, target="x86_64-v3,x86_64", name="mlp")  # any order: lowest is the baseline
+    assert json.loads((out / "manifest.json").read_text())["target"] == "x86_64,x86_64-v3"
+    lib = pt2c.build(out, cc="clang", cflags="-O2 " + STRICT_CFLAGS, openmp=False)
+    model = pt2c.load(out, lib=private_lib_copy(Path(lib)))
+    assert model.isa in ("x86_64", "x86_64-v3")
+    if _host_level() in ("x86_64-v3", "x86_64-v4"):
+        assert model.isa == "x86_64-v3"
+    assert_outputs_close(model.run(c.np_inputs), c.refs, "mlp multi-version, clang + Makefile")
+    # without its -march the code path refuses to compile (rather than silently losing the ISA)
+    proc = subprocess.run(["clang", *shlex.split(STRICT_CFLAGS), "-I", str(out), "-c", str(out / "mlp_x86_64_v3.c"),
+                           "-o", str(tmp_root / "bad.o")], capture_output=True, text=True)
+    assert proc.returncode != 0 and "compile it with -march=x86-64-v3" in proc.stderr, proc.stderr
+    if shutil.which("cmake"):
+        b = tmp_root / "mlp_multi_cmake"
+        subprocess.run(["cmake", "-S", str(out), "-B", str(b), "-DCMAKE_C_COMPILER=clang", "-DPT2C_OPENMP=OFF",
+                        f"-DCMAKE_C_FLAGS={STRICT_CFLAGS}"], check=True, capture_output=True)
+        subprocess.run(["cmake", "--build", str(b)], check=True, capture_output=True)
+        syms = subprocess.run(["nm", str(b / "libmlp.a")], check=True, capture_output=True, text=True).stdout
+        assert "T mlp__forward_x86_64_v3" in syms and "T mlp_isa" in syms
+
+
+def test_multiversion_target_spec_errors() -> None:
+    from pt2c.targets import get_targets
+
+    assert [t.name for t in get_targets("avx512, x86-64")] == ["x86_64", "x86_64-v4"]
+    with pytest.raises(ValueError, match="multi-versioning combines the x86-64 levels.*not aarch64"):
+        get_targets("x86_64,aarch64")
+    with pytest.raises(ValueError, match="lists x86_64-v3 more than once"):
+        get_targets("x86_64-v3,avx2")
+    with pytest.raises(ValueError, match="unknown target 'x86_64-v9'"):
+        get_targets("x86_64,x86_64-v9")

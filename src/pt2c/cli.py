@@ -74,10 +74,10 @@ def _quiet_torch_warnings() -> None:
 
 
 def _check_target(target: str) -> str:
-    from pt2c.targets import get_target
+    from pt2c.targets import get_targets, target_spec
 
     try:
-        return get_target(target).name
+        return target_spec(get_targets(target))  # "x86_64,x86_64-v3": one code path per level
     except ValueError as e:
         raise CliError(str(e)) from None
 
@@ -132,11 +132,14 @@ def _io_str(specs: list[dict]) -> str:
 def compile_cmd(
     model: Annotated[Path, typer.Argument(help="the .pt2 file written by torch.export.save")],
     out: Annotated[Path, typer.Option("-o", "--out", help="output folder for the C source and build files")],
-    target: Annotated[str, typer.Option("--target", "-t", help="target preset (see `pt2c targets`)")] = "generic",
+    target: Annotated[str, typer.Option("--target", "-t", help="target preset (see `pt2c targets`), or x86-64 levels to multi-version: x86_64,x86_64-v3,x86_64-v4")] = "generic",
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="C symbol prefix (default: the file's stem)")] = None,
     embed_weights: Annotated[bool, typer.Option("--embed-weights", help="compile the weights into the C source")] = False,
     no_openmp: Annotated[bool, typer.Option("--no-openmp", help="generate build files without OpenMP")] = False,
     opt_level: Annotated[int, typer.Option("-O", "--opt-level", min=0, max=1, help="graph optimisation level (0 or 1)")] = 1,
+    freestanding: Annotated[bool, typer.Option("--freestanding", help="bare metal: the library needs no malloc, stdio, "
+                                               "threads or files; implies --embed-weights and --no-openmp "
+                                               "(implied by --target cortex-m)")] = False,
 ) -> None:
     """Compile a .pt2 program to C99 source + build files in OUT."""
     tname = _check_target(target)
@@ -152,10 +155,13 @@ def compile_cmd(
         cmd.append("--embed-weights")
     if no_openmp:
         cmd.append("--no-openmp")
+    if freestanding:
+        cmd.append("--freestanding")
     cmd += ["-O", str(opt_level)]
     with console.status(f"compiling {model} ..."):
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
-                           openmp=not no_openmp, opt_level=opt_level, command=shlex.join(cmd))
+                           openmp=not no_openmp, opt_level=opt_level, command=shlex.join(cmd),
+                           freestanding=freestanding)
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
     say(f"  files:   {len(art.files)} ({', '.join(f for f in art.files if '/' not in f)}, "
@@ -167,6 +173,11 @@ def compile_cmd(
                   f"{'embedded' if w['embedded'] else w['file']})")
     say(f"  memory:  {_memory_line(m['memory'])}")
     say(f"  compute: {_fmt_flops(m['flops'])} per run, {sum(m['op_counts'].values())} op(s)")
+    if m.get("freestanding"):
+        say(f"  freestanding: {art.name}.c + pt2c_kernels/ need no malloc, stdio, threads or files "
+            f"(libm + memcpy/memset/memcmp only); {art.name}_driver.c is a hosted test program")
+        say(f"next: cross-compile {out}/{art.name}.c (see docs/targets.md, cortex-m / freestanding)")
+        return
     say(f"next: pt2c build {out}")
 
 
@@ -278,7 +289,8 @@ def run_cmd(
 
 
 def _report_table(report: Any) -> Table:
-    t = Table(title=f"{report.name}: pt2c vs PyTorch eager ({report.input_source} inputs)")
+    isa = f", code path {report.isa}" if report.isa else ""
+    t = Table(title=f"{report.name}: pt2c vs PyTorch eager ({report.input_source} inputs; target {report.target}{isa})")
     for col in ("output", "shape", "max abs err", "max rel err", "tolerance", "result"):
         t.add_column(col, justify="right" if "err" in col or col == "tolerance" else "left")
     for o in report.outputs:
@@ -418,10 +430,12 @@ def targets_cmd() -> None:
     for tg in TARGETS.values():
         t.add_row(tg.name, tg.arch, tg.simd, tg.flags_str or "(none)", tg.description)
     console.print(t)
+    say("multi-versioning: list x86-64 levels, e.g. --target x86_64,x86_64-v3,x86_64-v4 (one code path each; "
+        "init picks the best the CPU has)")
     say("cross builds tested from x86-64 Linux (docs/targets.md; pt2c verify MODEL --target T --cc CC --exec RUN):")
     for tg in TARGETS.values():
         if tg.cross_cc:
-            say(f"  {tg.name:<8} CC: {tg.cross_cc}   RUN: {tg.launcher}")
+            say(f"  {tg.name:<8} CC: {tg.cross_cc}   RUN: {tg.launcher or '(bare metal: compile + link only)'}")
 
 
 # ---------------------------------------------------------------------------- demo

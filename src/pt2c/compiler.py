@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from pt2c.frontend.load import decompose, load_program
 from pt2c.frontend.lower import lower
 from pt2c.ir import Graph
 from pt2c.passes import optimize
-from pt2c.targets import get_target
+from pt2c.targets import get_targets
 
 
 def default_name(model: Any) -> str:
@@ -34,11 +35,31 @@ def to_graph(model: Any, example_inputs: tuple | None = None, name: str = "model
 
 def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
-                    command: str = "") -> Artifact:
-    tgt = get_target(target)
+                    command: str = "", freestanding: bool = False) -> Artifact:
+    tgts = get_targets(target)  # several x86-64 levels: one code path each, chosen at init
+    # freestanding (bare metal; implied by a freestanding preset such as cortex-m): the library must need no
+    # malloc, stdio, threads or files, so the weights are embedded as a const array and OpenMP is off.
+    freestanding = bool(freestanding or tgts[0].freestanding)
+    if freestanding:
+        embed_weights, openmp = True, False
     name = name or default_name(model)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"model name {name!r} must be a C identifier (it prefixes every symbol)")
     g, prov = to_graph(model, example_inputs, name, opt_level)
-    return write_artifact(g, Path(out_dir), tgt, embed_weights=embed_weights, openmp=openmp, provenance=prov,
-                          command=command)
+    art = write_artifact(g, Path(out_dir), tgts[0], embed_weights=embed_weights, openmp=openmp, provenance=prov,
+                         command=command, variants=tgts[1:])
+    _record_freestanding(art, freestanding)
+    return art
+
+
+def _record_freestanding(art: Artifact, freestanding: bool) -> None:
+    """Adds ``"freestanding"`` (after ``"openmp"``) to the artifact's manifest and manifest.json."""
+    m: dict[str, Any] = {}
+    for k, v in art.manifest.items():
+        m[k] = v
+        if k == "openmp":
+            m["freestanding"] = freestanding
+    m.setdefault("freestanding", freestanding)
+    art.manifest.clear()
+    art.manifest.update(m)
+    (Path(art.out_dir) / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")

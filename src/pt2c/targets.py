@@ -31,7 +31,11 @@ class Target:
     cross_cc:    a cross compiler known to build this target from x86-64 Linux
                  (what the tests use; informational, ``""`` for the host's cc).
     launcher:    how the tests run the result on an x86-64 Linux host (emulator
-                 or runtime), for ``pt2c verify --exec``; ``""``: runs natively.
+                 or runtime), for ``pt2c verify --exec``; ``""``: runs natively
+                 (or, for a freestanding target, is only compiled and linked).
+    freestanding: the target has no OS (bare-metal microcontroller): compiling
+                 for it implies ``freestanding=True`` (embedded weights, no
+                 OpenMP; the library needs no malloc, stdio, threads or files).
     """
 
     name: str
@@ -41,6 +45,7 @@ class Target:
     simd: str
     cross_cc: str = ""
     launcher: str = ""
+    freestanding: bool = False
 
     def describe(self) -> str:
         """One line: ``name  (arch, simd)  flags  - description``."""
@@ -61,6 +66,7 @@ def _t(
     description: str,
     cross_cc: str = "",
     launcher: str = "",
+    freestanding: bool = False,
 ) -> Target:
     return Target(
         name=name,
@@ -70,6 +76,7 @@ def _t(
         simd=simd,
         cross_cc=cross_cc,
         launcher=launcher,
+        freestanding=freestanding,
     )
 
 
@@ -147,6 +154,17 @@ TARGETS: dict[str, Target] = {
             _WASM_RUN,
         ),
         _t(
+            "cortex-m",
+            "arm",
+            ("-mcpu=cortex-m7", "-mthumb", "-mfloat-abi=hard", "-mfpu=fpv5-sp-d16"),
+            "none",
+            "Arm Cortex-M7 microcontroller, bare metal (Thumb-2, single-precision FPU, scalar code; "
+            "implies --freestanding)",
+            "arm-none-eabi-gcc",
+            "",
+            freestanding=True,
+        ),
+        _t(
             "native",
             "host",
             ("-march=native",),
@@ -169,6 +187,9 @@ _ALIASES: dict[str, str] = {
     "rv64gc": "riscv64",
     "wasm": "wasm32",
     "portable": "generic",
+    "cortex-m7": "cortex-m",
+    "cortexm": "cortex-m",
+    "arm-none-eabi": "cortex-m",
 }
 
 
@@ -190,4 +211,41 @@ def get_target(spec: str | Target) -> Target:
         ) from None
 
 
-__all__ = ["TARGETS", "Target", "get_target"]
+# The x86-64 micro-architecture levels, in order: the presets a multi-version target combines.
+X86_LEVELS = ("x86_64", "x86_64-v2", "x86_64-v3", "x86_64-v4")
+
+
+def get_targets(spec: str | Target) -> list[Target]:
+    """Parse a target spec that may list several x86-64 levels (``"x86_64,x86_64-v3,x86_64-v4"``):
+    the artifact then carries one code path per level and picks the best at init by asking the
+    CPU (multi-versioning).  Returns the presets lowest level first: the first is the baseline
+    the library is built for, the others are the extra code paths.  A single name gives a
+    one-element list.  Raises ``ValueError`` for unknown names, duplicates, or a list that mixes
+    in presets other than the x86-64 levels."""
+    if isinstance(spec, Target):
+        return [spec]
+    parts = [p for p in str(spec).split(",") if p.strip()]
+    if not parts:
+        raise ValueError(f"empty target spec {spec!r}; valid targets: {', '.join(TARGETS)}")
+    tgts = [get_target(p) for p in parts]
+    if len(tgts) == 1:
+        return tgts
+    others = [t.name for t in tgts if t.name not in X86_LEVELS]
+    if others:
+        raise ValueError(
+            f"target {spec!r}: multi-versioning combines the x86-64 levels ({', '.join(X86_LEVELS)}), "
+            f"not {', '.join(others)}; on aarch64 NEON is the baseline and the kernels use no later "
+            "extension, so compile for one target there")
+    names = [t.name for t in tgts]
+    dups = sorted({n for n in names if names.count(n) > 1})
+    if dups:
+        raise ValueError(f"target {spec!r} lists {', '.join(dups)} more than once")
+    return sorted(tgts, key=lambda t: X86_LEVELS.index(t.name))
+
+
+def target_spec(tgts: list[Target]) -> str:
+    """The canonical spelling of a target list (what manifest.json records)."""
+    return ",".join(t.name for t in tgts)
+
+
+__all__ = ["TARGETS", "X86_LEVELS", "Target", "get_target", "get_targets", "target_spec"]

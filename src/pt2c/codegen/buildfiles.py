@@ -2,7 +2,10 @@
 
 The artifact is one translation unit, ``<name>.c`` (it #includes the kernel
 sources it needs from ``pt2c_kernels/``), a public header ``<name>.h`` and,
-unless the weights are embedded, ``<name>.weights``.  This module writes:
+unless the weights are embedded, ``<name>.weights``.  A multi-versioned
+artifact (``--target x86_64,x86_64-v3``) adds one ``<name>_<level>.c`` per extra
+x86-64 level, which every build file compiles with that level's flags
+(appended after the baseline's).  This module writes:
 
 ``CMakeLists.txt`` + ``<name>Config.cmake.in``
     CMake >= 3.13 project; works with ``add_subdirectory(out)`` and, after
@@ -55,12 +58,16 @@ import json
 import os
 import pathlib
 import re
+from collections.abc import Sequence
 
 from pt2c.targets import Target, get_target
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 DEFAULT_CFLAGS = ("-O3", "-std=c99")
+
+# (source file, instruction-set flags) of each extra code path of a multi-versioned artifact
+Variants = Sequence[tuple[str, str]]
 
 
 # ---------------------------------------------------------------------------
@@ -133,8 +140,8 @@ option(PT2C_OPENMP "Use OpenMP when the compiler supports it" @openmp@)
 set(@NAME@_ARCH_FLAGS "@arch_flags@" CACHE STRING
     "Instruction-set flags for @name@ (pt2c target preset @target@)")
 
-# ---- the model: one translation unit, compiled once -------------------------
-add_library(@name@_objects OBJECT @name@.c)
+# ---- the model: one translation unit (plus one per extra x86-64 level) -------
+add_library(@name@_objects OBJECT @name@.c@variant_srcs@)
 set_target_properties(@name@_objects PROPERTIES
   C_STANDARD 99
   C_STANDARD_REQUIRED ON
@@ -143,7 +150,7 @@ set_target_properties(@name@_objects PROPERTIES
 target_include_directories(@name@_objects PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}")
 separate_arguments(_@name@_arch_flags UNIX_COMMAND "${@NAME@_ARCH_FLAGS}")
 target_compile_options(@name@_objects PRIVATE ${_@name@_arch_flags})
-
+@variant_props@
 set(_@name@_openmp OFF)
 if(PT2C_OPENMP)
   find_package(OpenMP QUIET COMPONENTS C)
@@ -327,10 +334,15 @@ def _fill(template: str, **values: str) -> str:
     return out
 
 
-def cmake_lists(name: str, target: Target, openmp: bool = True, has_weights: bool = True) -> str:
+def cmake_lists(name: str, target: Target, openmp: bool = True, has_weights: bool = True,
+                variants: Variants = ()) -> str:
     """``has_weights``: whether the artifact has a ``<name>.weights`` file (False when
     the weights are embedded); configuring fails with a clear message when the file
-    is expected but missing."""
+    is expected but missing.  ``variants``: (source file, flags) of the extra code paths."""
+    props = "".join(
+        f'# {f}: a higher x86-64 level code path, chosen at run time by @name@_init\n'
+        f'set_source_files_properties({f} PROPERTIES COMPILE_OPTIONS "{_cmake_quote(";".join(fl.split()))}")\n'
+        for f, fl in variants)
     return _fill(
         _CMAKE_TEMPLATE,
         name=name,
@@ -339,6 +351,8 @@ def cmake_lists(name: str, target: Target, openmp: bool = True, has_weights: boo
         target=target.name,
         openmp="ON" if openmp else "OFF",
         arch_flags=_cmake_quote(" ".join(target.cflags)),
+        variant_srcs="".join(f" {f}" for f, _ in variants),
+        variant_props=props.replace("@name@", name),
     )
 
 
@@ -410,7 +424,7 @@ if @name@_omp.found()
 endif
 
 @name@_inc = include_directories('.')
-@name@_lib = library('@name@', '@name@.c',
+@variants@@name@_lib = library('@name@', '@name@.c',@link_whole@
   c_args: get_option('arch_flags'),
   include_directories: @name@_inc,
   dependencies: @name@_deps,
@@ -444,8 +458,21 @@ def _meson_str(s: str) -> str:
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def meson_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True) -> str:
+def meson_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True,
+                variants: Variants = ()) -> str:
     from pt2c import __version__
+
+    vlibs = ""
+    link_whole = ""
+    if variants:
+        # meson has no per-file flags: each code path is a static library, linked in whole
+        rows = "".join(
+            f"  static_library('{f[:-2]}', '{f}',\n"
+            f"    c_args: get_option('arch_flags') + [{', '.join(_meson_str(x) for x in fl.split())}],\n"
+            f"    include_directories: {name}_inc, dependencies: {name}_deps, pic: true),\n"
+            for f, fl in variants)
+        vlibs = f"# the higher x86-64 level code paths, chosen at run time by {name}_init\n{name}_variants = [\n{rows}]\n"
+        link_whole = f"\n  link_whole: {name}_variants,"
 
     headers = [f"{name}.h"] + ([f"{name}.hpp"] if has_hpp else [])
     if has_weights:
@@ -455,8 +482,8 @@ def meson_build(name: str, target: Target, has_weights: bool = True, has_hpp: bo
     else:
         weights = f"{name}_weights_file = ''\n"
         pc_vars = "[]"
-    return _fill(_MESON_TEMPLATE, name=name, target=target.name, version=__version__,
-                 headers=", ".join(_meson_str(h) for h in headers), weights=weights, pc_variables=pc_vars)
+    return _fill(_MESON_TEMPLATE, name=name, target=target.name, version=__version__, variants=vlibs,
+                 link_whole=link_whole, headers=", ".join(_meson_str(h) for h in headers), weights=weights, pc_variables=pc_vars)
 
 
 def meson_options(name: str, target: Target, openmp: bool = True) -> str:
@@ -479,9 +506,9 @@ _BAZEL_TEMPLATE = """\
 # The weights file is the data dependency ":weights" (runfiles).
 # OpenMP is off here; add "-fopenmp" to copts and linkopts to enable it.
 @load@
-cc_library(
+@variants@cc_library(
     name = "@name@",
-    srcs = ["@name@.c"],
+    srcs = ["@name@.c"],@deps@
     hdrs = [@headers@],
     # kernel sources #included by @name@.c (not compiled on their own)
     textual_hdrs = glob(["pt2c_kernels/*.c", "pt2c_kernels/*.h"]),
@@ -494,10 +521,18 @@ cc_library(
 @weights@"""
 
 
-def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True) -> str:
+def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True,
+                variants: Variants = ()) -> str:
     headers = [f"{name}.h"] + ([f"{name}.hpp"] if has_hpp else [])
     copts = ["-std=c99", *target.cflags]
     q = lambda s: json.dumps(s)  # noqa: E731  (Starlark strings == JSON strings for these)
+    vlibs = "".join(
+        f'# a higher x86-64 level code path, chosen at run time by {name}_init\n'
+        f'cc_library(\n    name = {q(f[:-2])},\n    srcs = [{q(f)}],\n'
+        f'    textual_hdrs = [{q(name + ".h")}] + glob(["pt2c_kernels/*.c", "pt2c_kernels/*.h"]),\n'
+        f'    copts = [{", ".join(q(c) for c in ["-std=c99", *fl.split()])}],\n    alwayslink = True,\n)\n\n'
+        for f, fl in variants)
+    deps = f"\n    deps = [{', '.join(q(':' + f[:-2]) for f, _ in variants)}]," if variants else ""
     weights = ""
     data = ""
     if has_weights:
@@ -505,7 +540,7 @@ def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bo
         weights = (f'\nfilegroup(\n    name = "weights",\n    srcs = [{q(name + ".weights")}],\n'
                    f'    visibility = ["//visibility:public"],\n)\n\nexports_files([{q(name + ".weights")}])\n')
     return _fill(_BAZEL_TEMPLATE, name=name, target=target.name,
-                 load='load("@rules_cc//cc:defs.bzl", "cc_library")\n',
+                 load='load("@rules_cc//cc:defs.bzl", "cc_library")\n', variants=vlibs, deps=deps,
                  headers=", ".join(q(h) for h in headers), copts=", ".join(q(c) for c in copts),
                  data=data, weights=weights)
 
@@ -541,7 +576,8 @@ endif
 
 SRC    = @name@.c
 DEPS   = @name@.c @name@.h $(wildcard pt2c_kernels/*.c pt2c_kernels/*.h)
-OBJ    = $(BUILDDIR)/@name@.o
+MAINOBJ = $(BUILDDIR)/@name@.o
+OBJ    = $(MAINOBJ)@variant_objs@
 STATIC = $(BUILDDIR)/lib@name@.a
 SHARED = $(BUILDDIR)/lib@name@.so
 
@@ -553,11 +589,11 @@ static: $(STATIC)
 
 shared: $(SHARED)
 
-# One object, position-independent, for both libraries.
-$(OBJ): $(DEPS)
+# Position-independent objects, for both libraries.
+$(MAINOBJ): $(DEPS)
 \t@mkdir -p $(BUILDDIR)
 \t$(CC) $(CPPFLAGS) $(CFLAGS) $(ARCH_FLAGS) $(OMP_FLAGS) -fPIC -I. -c $(SRC) -o $@
-
+@variant_rules@
 $(STATIC): $(OBJ)
 \trm -f $@
 \t$(AR) rcs $@ $(OBJ)
@@ -571,7 +607,12 @@ clean:
 """
 
 
-def makefile(name: str, target: Target, openmp: bool = True) -> str:
+def makefile(name: str, target: Target, openmp: bool = True, variants: Variants = ()) -> str:
+    rules = "".join(
+        f"\n# a higher x86-64 level code path, chosen at run time by {name}_init\n"
+        f"$(BUILDDIR)/{f[:-2]}.o: {f} $(DEPS)\n\t@mkdir -p $(BUILDDIR)\n"
+        f"\t$(CC) $(CPPFLAGS) $(CFLAGS) $(ARCH_FLAGS) {_make_value(fl)} $(OMP_FLAGS) -fPIC -I. -c {f} -o $@\n"
+        for f, fl in variants)
     return _fill(
         _MAKEFILE_TEMPLATE,
         name=name,
@@ -579,6 +620,8 @@ def makefile(name: str, target: Target, openmp: bool = True) -> str:
         cflags=" ".join(DEFAULT_CFLAGS),
         arch_flags=_make_value(" ".join(target.cflags)),
         openmp="1" if openmp else "0",
+        variant_objs="".join(f" $(BUILDDIR)/{f[:-2]}.o" for f, _ in variants),
+        variant_rules=rules,
     )
 
 
@@ -614,14 +657,18 @@ run() {
 mkdir -p "$BUILDDIR"
 # shellcheck disable=SC2086  # the flag variables are word-split on purpose
 run $CC $CFLAGS $ARCH_FLAGS $OMP_FLAGS -fPIC -I. -c @name@.c -o "$BUILDDIR/@name@.o"
-rm -f "$BUILDDIR/lib@name@.a"
-run $AR rcs "$BUILDDIR/lib@name@.a" "$BUILDDIR/@name@.o"
+@variant_cmds@rm -f "$BUILDDIR/lib@name@.a"
+run $AR rcs "$BUILDDIR/lib@name@.a" "$BUILDDIR/@name@.o"@variant_objs@
 # shellcheck disable=SC2086
-run $CC -shared $CFLAGS $ARCH_FLAGS $OMP_FLAGS $LDFLAGS -o "$BUILDDIR/lib@name@.so" "$BUILDDIR/@name@.o" -lm
+run $CC -shared $CFLAGS $ARCH_FLAGS $OMP_FLAGS $LDFLAGS -o "$BUILDDIR/lib@name@.so" "$BUILDDIR/@name@.o"@variant_objs@ -lm
 """
 
 
-def build_sh(name: str, target: Target, openmp: bool = True) -> str:
+def build_sh(name: str, target: Target, openmp: bool = True, variants: Variants = ()) -> str:
+    cmds = "".join(
+        f"# shellcheck disable=SC2086\n"
+        f'run $CC $CFLAGS $ARCH_FLAGS {fl} $OMP_FLAGS -fPIC -I. -c {f} -o "$BUILDDIR/{f[:-2]}.o"\n'
+        for f, fl in variants)
     return _fill(
         _BUILD_SH_TEMPLATE,
         name=name,
@@ -629,6 +676,8 @@ def build_sh(name: str, target: Target, openmp: bool = True) -> str:
         cflags=_sh_quote(" ".join(DEFAULT_CFLAGS)),
         arch_flags=_sh_quote(" ".join(target.cflags)),
         openmp="1" if openmp else "0",
+        variant_cmds=cmds,
+        variant_objs="".join(f' "$BUILDDIR/{f[:-2]}.o"' for f, _ in variants),
     )
 
 
@@ -636,18 +685,15 @@ def build_sh(name: str, target: Target, openmp: bool = True) -> str:
 # compile_commands.json
 
 
-def compile_commands(name: str, target: Target, openmp: bool = True) -> str:
-    args = ["cc", *DEFAULT_CFLAGS, *target.cflags]
-    if openmp:
-        args.append("-fopenmp")
-    args += ["-fPIC", "-I.", "-c", f"{name}.c", "-o", f"build/{name}.o"]
-    entry = {
-        "directory": ".",
-        "file": f"{name}.c",
-        "output": f"build/{name}.o",
-        "arguments": args,
-    }
-    return json.dumps([entry], indent=2) + "\n"
+def compile_commands(name: str, target: Target, openmp: bool = True, variants: Variants = ()) -> str:
+    entries = []
+    for src, extra in [(f"{name}.c", ""), *variants]:
+        args = ["cc", *DEFAULT_CFLAGS, *target.cflags, *extra.split()]
+        if openmp:
+            args.append("-fopenmp")
+        args += ["-fPIC", "-I.", "-c", src, "-o", f"build/{src[:-2]}.o"]
+        entries.append({"directory": ".", "file": src, "output": f"build/{src[:-2]}.o", "arguments": args})
+    return json.dumps(entries, indent=2) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -658,6 +704,7 @@ def write_build_files(
     name: str,
     target: Target | str,
     openmp: bool = True,
+    variants: Variants = (),
 ) -> list[str]:
     """Write the build files for the artifact ``out_dir/<name>.c`` and return
     the names (relative to ``out_dir``) of the files written, in write order.
@@ -665,7 +712,9 @@ def write_build_files(
     ``name`` must be a C identifier (it is the library, CMake target and
     package name).  ``openmp`` sets the default of the OpenMP switches
     (``PT2C_OPENMP`` / ``OPENMP``); builds fall back to no OpenMP in CMake
-    when the compiler lacks it.
+    when the compiler lacks it.  ``variants``: (source file, instruction-set flags) of the
+    extra code paths of a multi-versioned artifact, each compiled with its own flags
+    (appended after the baseline's).
     """
     if not _IDENT.match(name):
         raise ValueError(f"model name {name!r} is not a C identifier")
@@ -676,15 +725,15 @@ def write_build_files(
     has_weights = (out_dir / f"{name}.weights").exists()
     has_hpp = (out_dir / f"{name}.hpp").exists()
     files = [
-        ("CMakeLists.txt", cmake_lists(name, target, openmp, has_weights)),
+        ("CMakeLists.txt", cmake_lists(name, target, openmp, has_weights, variants)),
         (f"{name}Config.cmake.in", cmake_config_in(name)),
         (f"{name}.pc.in", pkgconfig_in(name, target)),
-        ("meson.build", meson_build(name, target, has_weights, has_hpp)),
+        ("meson.build", meson_build(name, target, has_weights, has_hpp, variants)),
         ("meson_options.txt", meson_options(name, target, openmp)),
-        ("BUILD.bazel", bazel_build(name, target, has_weights, has_hpp)),
-        ("Makefile", makefile(name, target, openmp)),
-        ("build.sh", build_sh(name, target, openmp)),
-        ("compile_commands.json", compile_commands(name, target, openmp)),
+        ("BUILD.bazel", bazel_build(name, target, has_weights, has_hpp, variants)),
+        ("Makefile", makefile(name, target, openmp, variants)),
+        ("build.sh", build_sh(name, target, openmp, variants)),
+        ("compile_commands.json", compile_commands(name, target, openmp, variants)),
     ]
     written = []
     for fname, text in files:

@@ -229,6 +229,8 @@ public:
     int status() const { return status_; }
     bool ok() const { return status_ == @NAME@_OK; }
     const @name@_ctx *ctx() const { return &ctx_; }
+    /* the instruction-set code path init chose ("x86_64-v3", ...); NULL if init failed */
+    const char *isa() const { return @name@_isa(&ctx_); }
 
 private:
     Model(const Model &);

@@ -23,7 +23,7 @@ from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
 from pt2c.ops import OPS
 from pt2c.passes.memory import ALIGN, MemoryPlan, plan_memory
 
-ABI_VERSION = 1
+ABI_VERSION = 2  # 2: <name>_ctx gained `variant`, <name>_isa()
 WEIGHTS_FORMAT_VERSION = 1
 WEIGHTS_MAGIC = b"PT2CWGT\0"
 HEADER_BYTES = 64
@@ -126,6 +126,55 @@ static int cpu_supported(void)
 """
 
 
+# Multi-versioning (--target x86_64,x86_64-v3,...): the x86-64 level of the running CPU, from cpuid and
+# xgetbv (the OS must save the YMM / ZMM state), as the psABI defines the levels.  0 = baseline
+# x86-64, 1 = v2, 2 = v3, 3 = v4.  Non-x86 or non-GNU compilers: 0 (the baseline path, always safe).
+_X86_LEVEL = r"""/* ---- multi-versioning: the x86-64 level of the running CPU (psABI levels; 0 = baseline .. 3 = v4) ---- */
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#define PT2C_X86_PROBE 1
+#endif
+
+static int cpu_x86_level(void)
+{
+#if defined(PT2C_X86_PROBE)
+    unsigned int a = 0, b = 0, c1 = 0, d = 0, b7 = 0, c7 = 0, cx = 0, xcr0 = 0, xcr0_hi = 0;
+    int ymm, zmm;
+    if (!__get_cpuid_count(1, 0, &a, &b, &c1, &d)) return 0;
+    if (!__get_cpuid_count(0x80000001u, 0, &a, &b, &cx, &d)) cx = 0;
+    /* v2: SSE3, SSSE3, SSE4.1, SSE4.2, POPCNT, CMPXCHG16B, LAHF/SAHF */
+    if ((c1 & 0x00982201u) != 0x00982201u || !(cx & 1u)) return 0;
+    /* v3: + AVX, OSXSAVE (xgetbv: XMM and YMM state enabled), FMA, F16C, MOVBE, AVX2, BMI1, BMI2, LZCNT */
+    if ((c1 & 0x38401000u) != 0x38401000u || !(cx & (1u << 5))) return 1;
+    __asm__ __volatile__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    ymm = (xcr0 & 6u) == 6u;
+    zmm = (xcr0 & 0xE6u) == 0xE6u; /* + opmask, ZMM0-15 upper halves, ZMM16-31 */
+    if (!ymm || !__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) return 1;
+    if ((b7 & 0x00000128u) != 0x00000128u) return 1;
+    /* v4: + AVX512F, AVX512DQ, AVX512CD, AVX512BW, AVX512VL */
+    if (!zmm || (b7 & 0xD0030000u) != 0xD0030000u) return 2;
+    return 3;
+#else
+    return 0;
+#endif
+}
+"""
+
+
+def _crc_table() -> str:
+    rows = []
+    for i in range(256):
+        r = i
+        for _ in range(8):
+            r = (0xEDB88320 ^ (r >> 1)) if r & 1 else r >> 1
+        rows.append(f"0x{r:08x}u")
+    return "\n".join("    " + ", ".join(rows[i:i + 8]) + "," for i in range(0, 256, 8))
+
+
+_CRC_TABLE = _crc_table()  # in read-only data: no 1 KiB table on the stack (freestanding targets)
+
+
 @dataclass
 class Artifact:
     out_dir: Path
@@ -208,8 +257,15 @@ def materialize_outputs(g: Graph) -> None:
             seen.add(id(root))
 
 
+def variant_file(name: str, t: Any) -> str:
+    """The source file of an extra code path (multi-versioning): ``<name>_x86_64_v3.c``."""
+    return f"{name}_{t.name.replace('-', '_')}.c"
+
+
 def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool = False, openmp: bool = True,
-                   provenance: dict[str, Any] | None = None, command: str = "") -> Artifact:
+                   provenance: dict[str, Any] | None = None, command: str = "", variants: Any = ()) -> Artifact:
+    """target: the baseline preset (what <name>.c is built for); variants: extra x86-64 levels, each
+    written to its own <name>_<level>.c and chosen at init when the CPU has it."""
     name = g.name
     out_dir.mkdir(parents=True, exist_ok=True)
     materialize_outputs(g)
@@ -233,10 +289,18 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
     in_names, out_names = _io_names(g)
     prov = provenance or {}
     header = _header(g, name, plan, len(blob), in_names, out_names)
-    source = _source(g, name, plan, blob, body, kfiles, in_names, out_names, embed_weights, target, prov, command)
+    variants = list(variants)
+    source = _source(g, name, plan, blob, body, kfiles, in_names, out_names, embed_weights, target, prov, command,
+                     variants)
     (out_dir / f"{name}.h").write_text(header)
     (out_dir / f"{name}.c").write_text(source)
-    files = [f"{name}.h", f"{name}.c"] + [f"pt2c_kernels/{f}" for f in kfiles]
+    for old in out_dir.glob(f"{name}_x86_64*.c"):  # code paths of an earlier compile
+        old.unlink()
+    vfiles = []
+    for t in variants:
+        vfiles.append(variant_file(name, t))
+        (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, kfiles))
+    files = [f"{name}.h", f"{name}.c", *vfiles] + [f"pt2c_kernels/{f}" for f in kfiles]
     wfile = out_dir / f"{name}.weights"
     if embed_weights:
         if wfile.exists():
@@ -254,8 +318,10 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
         "torch_version": prov.get("torch_version", ""),
         "exported_with_torch": prov.get("exported_with_torch", ""),
         "export_schema_version": prov.get("schema_version", ""),
-        "target": target.name,
+        "target": ",".join(t.name for t in [target, *variants]),
         "target_cflags": list(target.cflags),
+        # extra code paths (multi-versioning): source file and the flags it is compiled with
+        "variants": [{"target": t.name, "file": variant_file(name, t), "cflags": list(t.cflags)} for t in variants],
         "openmp": openmp,
         "inputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
         "outputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
@@ -271,7 +337,8 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     files += write_cpp_header(out_dir, name, manifest)
     files += write_driver(out_dir, name, manifest)
-    files += write_build_files(out_dir, name, target, openmp=openmp)
+    files += write_build_files(out_dir, name, target, openmp=openmp,
+                               variants=[(variant_file(name, t), t.flags_str) for t in variants])
     files.append("manifest.json")
     return Artifact(out_dir, name, files, manifest)
 
@@ -327,6 +394,7 @@ typedef struct {name}_ctx {{
     const unsigned char *weights; /* start of the tensor data inside the weights blob */
     unsigned char *workspace;
     uint32_t initialized;
+    uint32_t variant; /* the code path init chose (multi-versioned builds; see {name}_isa) */
 }} {name}_ctx;
 
 typedef struct {name}_tensor_desc {{
@@ -346,6 +414,9 @@ size_t {name}_weights_size(void);
  * workspace ({N}_WORKSPACE_BYTES bytes, {N}_WORKSPACE_ALIGN-byte aligned). weights may be NULL
  * when the weights are embedded in the library. Returns {N}_OK or an error code. */
 int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void *workspace);
+/* The instruction-set code path that init chose for this CPU ("x86_64-v3", ...: multi-versioned builds
+ * pick the best one compiled in; otherwise the target preset's name); NULL before a successful init. */
+const char *{name}_isa(const {name}_ctx *ctx);
 /* Runs the model on caller-owned buffers (dense, row-major). Returns {N}_OK or an error code. */
 int {name}_run(const {name}_ctx *ctx, {typed});
 /* The same with arrays of pointers, in the order of {name}_inputs() / {name}_outputs(). */
@@ -372,8 +443,50 @@ def _c_bytes(data: bytes, per_line: int = 24) -> str:
 
 
 def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str], kfiles: list[str],
-            in_names: list[str], out_names: list[str], embed: bool, target: Any, prov: dict[str, Any], command: str) -> str:
+            in_names: list[str], out_names: list[str], embed: bool, target: Any, prov: dict[str, Any], command: str,
+            variants: list[Any] | None = None) -> str:
     N = name.upper()
+    variants = variants or []
+    paths = [target, *variants]
+    fwd = [f"{name}__forward_{t.name.replace('-', '_')}" for t in variants]
+    if variants:
+        from pt2c.targets import X86_LEVELS
+
+        decls = "".join(f"int {f}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, "
+                        f"void *const *outputs); /* {variant_file(name, t)} */\n" for f, t in zip(fwd, variants))
+        multi = (f"""/* ---- code paths: {', '.join(t.name for t in paths)} (the first is this file's; init picks the best
+ * the CPU supports, capped by the environment variable PT2C_MAX_ISA=<level name> unless built with
+ * -DPT2C_NO_GETENV) ---- */
+{decls}static const int variant_levels[] = {{{', '.join(str(X86_LEVELS.index(t.name)) for t in paths)}}};
+#if !defined(PT2C_NO_GETENV)
+#include <stdlib.h>
+#endif
+
+{_X86_LEVEL}
+static uint32_t choose_variant(void)
+{{
+    static const char *const level_names[] = {{{', '.join(f'"{n}"' for n in X86_LEVELS)}}};
+    int level = cpu_x86_level(), i;
+    uint32_t v = 0;
+#if !defined(PT2C_NO_GETENV)
+    const char *cap = getenv("PT2C_MAX_ISA");
+    if (cap)
+        for (i = 0; i < 4; i++)
+            if (strcmp(cap, level_names[i]) == 0 && i < level) level = i;
+#else
+    (void)level_names;
+#endif
+    for (i = 1; i < {len(paths)}; i++)
+        if (variant_levels[i] <= level) v = (uint32_t)i;
+    return v;
+}}
+""")
+        dispatch = "".join(f"\n    if (ctx->variant == {i + 1}u) return {f}(ctx->weights, ctx->workspace, inputs, outputs);"
+                           for i, f in enumerate(fwd))
+    else:
+        multi = ""
+        dispatch = ""
+    isa_names = ", ".join(f'"{t.name}"' for t in paths)
     includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
     crc = zlib.crc32(blob[HEADER_BYTES:])
     data_bytes = len(blob) - HEADER_BYTES
@@ -425,6 +538,8 @@ static const uint64_t expected_data_bytes = {data_bytes}u;
 {descs[1]}
 
 {_CPU_CHECK}
+{multi}static const char *const isa_names[] = {{{isa_names}}};
+
 static const char *const status_messages[] = {{
 {status_rows}
 }};
@@ -434,6 +549,12 @@ size_t {name}_workspace_size(void) {{ return {N}_WORKSPACE_BYTES; }}
 size_t {name}_weights_size(void) {{ return {N}_WEIGHTS_BYTES; }}
 const {name}_tensor_desc *{name}_inputs(void) {{ return inputs_desc; }}
 const {name}_tensor_desc *{name}_outputs(void) {{ return outputs_desc; }}
+
+const char *{name}_isa(const {name}_ctx *ctx)
+{{
+    if (!ctx || ctx->initialized != 0x70743263u || ctx->variant >= sizeof(isa_names) / sizeof(isa_names[0])) return NULL;
+    return isa_names[ctx->variant];
+}}
 
 const char *{name}_strerror(int status)
 {{
@@ -449,18 +570,16 @@ static uint64_t read_le(const unsigned char *p, int n)
     return v;
 }}
 
-/* CRC-32 (zlib's polynomial), the checksum pt2c writes into the blob header. */
+/* CRC-32 (zlib's polynomial 0xEDB88320), the checksum pt2c writes into the blob header. */
+static const uint32_t crc_table[256] = {{
+{_CRC_TABLE}
+}};
+
 static uint32_t crc32_of(const unsigned char *p, size_t n)
 {{
-    uint32_t table[256], c = 0xFFFFFFFFu;
-    uint32_t i, k;
+    uint32_t c = 0xFFFFFFFFu;
     size_t j;
-    for (i = 0; i < 256; i++) {{
-        uint32_t r = i;
-        for (k = 0; k < 8; k++) r = (r & 1u) ? 0xEDB88320u ^ (r >> 1) : r >> 1;
-        table[i] = r;
-    }}
-    for (j = 0; j < n; j++) c = table[(c ^ p[j]) & 0xFFu] ^ (c >> 8);
+    for (j = 0; j < n; j++) c = crc_table[(c ^ p[j]) & 0xFFu] ^ (c >> 8);
     return c ^ 0xFFFFFFFFu;
 }}
 
@@ -471,6 +590,7 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
     int i;
     if (!ctx) return {N}_ERR_NULL_ARG;
     ctx->initialized = 0;
+    ctx->variant = 0;
     if (!cpu_supported()) return {N}_ERR_CPU_UNSUPPORTED;{scratch_check}
 {'    if (!blob) { blob = embedded_weights; weights_size = sizeof(embedded_weights); }' if embed else ''}
     if (!blob || !workspace) return {N}_ERR_NULL_ARG;
@@ -486,6 +606,7 @@ int {name}_init({name}_ctx *ctx, const void *weights, size_t weights_size, void 
     if (crc32_of(blob + {HEADER_BYTES}, (size_t)data_bytes) != expected_crc32) return {N}_ERR_WEIGHTS_CORRUPT;
     ctx->weights = blob + {HEADER_BYTES};
     ctx->workspace = (unsigned char *)workspace;
+    ctx->variant = {'choose_variant()' if variants else '0'};
     ctx->initialized = 0x70743263u;
     return {N}_OK;
 }}
@@ -495,7 +616,7 @@ int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *
 {'    const unsigned char *wb;' if uses_wb else ''}
 {'    unsigned char *ws;' if uses_ws else ''}
     if (!ctx || (!inputs && {N}_NUM_INPUTS > 0) || !outputs) return {N}_ERR_NULL_ARG;
-    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;{dispatch}
 {'    wb = ctx->weights;' if uses_wb else ''}
 {'    ws = ctx->workspace;' if uses_ws else ''}
 {graph_body}
@@ -508,5 +629,55 @@ int {name}_run(const {name}_ctx *ctx, {typed_params})
     const void *inputs[] = {{{in_list}}};
     void *outputs[] = {{{out_list}}};
     return {name}_run_v(ctx, inputs, outputs);
+}}
+"""
+
+
+# x86 level -> (gcc #pragma target arch, predefined macros the file requires)
+_VARIANT_ISA = {
+    "x86_64-v2": ("x86-64-v2", ("__SSE4_2__", "__POPCNT__")),
+    "x86_64-v3": ("x86-64-v3", ("__AVX2__", "__FMA__")),
+    "x86_64-v4": ("x86-64-v4", ("__AVX512F__", "__AVX512BW__", "__AVX512DQ__", "__AVX512VL__")),
+}
+
+
+def _variant_source(name: str, t: Any, body: list[str], kfiles: list[str]) -> str:
+    """One extra code path of a multi-versioned artifact: the same graph body as <name>.c, compiled for
+    a higher x86-64 level; <name>_init selects it when the CPU has that level."""
+    N = name.upper()
+    arch, macros = _VARIANT_ISA[t.name]
+    fname = variant_file(name, t)
+    func = f"{name}__forward_{t.name.replace('-', '_')}"
+    includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
+    missing = " || ".join(f"!defined({m})" for m in macros)
+    return f"""/* {fname}: the {t.name} code path of the model `{name}` (generated by pt2c {__version__} -- do not edit).
+ *
+ * The graph of {name}.c, compiled for {t.description}.
+ * {name}_init selects it when the CPU (and OS) support that level; {name}_isa() says which path runs.
+ * Compile it with {t.flags_str} (the generated build files do; with gcc, the #pragma below does too).
+ */
+#if defined(__GNUC__) && !defined(__clang__) && ({missing})
+#pragma GCC target("arch={arch}")
+#endif
+#include "{name}.h"
+#if {missing}
+#error "{fname} is the {t.name} code path of {name}: compile it with {t.flags_str} (as the generated build files do)"
+#endif
+
+{includes}
+
+#define PT2C_ERR_INDEX {N}_ERR_INDEX
+
+int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs);
+
+int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs)
+{{
+    (void)wb;
+    (void)ws;
+    (void)inputs;
+    (void)outputs;
+{chr(10).join(body)}
+
+    return {N}_OK;
 }}
 """

@@ -260,6 +260,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: {name}_init failed (status %d): %s\\n", rc, {name}_strerror(rc));
         goto done;
     }}
+    printf("isa: %s\\n", {name}_isa(&ctx)); /* the code path init chose for this CPU */
     for (r = 0; r < repeat; r++) {{
         double t0 = now_ms();
         rc = {name}_run_v(&ctx, in_ptr, out_ptr);

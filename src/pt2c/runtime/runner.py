@@ -71,6 +71,10 @@ class Model:
         self._ctx = ctypes.create_string_buffer(64)
         rc = getattr(self.lib, f"{n}_init")(self._ctx, wptr, wsize, self._ws.ctypes.data)
         self._check(rc, "init")
+        isa = getattr(self.lib, f"{n}_isa")
+        isa.restype, isa.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+        #: the instruction-set code path init chose ("x86_64-v3", ...; multi-versioned builds pick per CPU)
+        self.isa = isa(self._ctx).decode()
 
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:

@@ -101,6 +101,7 @@ class VerifyReport:
     compile_s: float = 0.0
     build_s: float = 0.0
     timings: list[Timing] = field(default_factory=list)  # filled by time_it=True, one per thread count
+    isa: str | None = None  # the code path the library chose on the machine that ran it ("x86_64-v3", ...)
 
     @property
     def passed(self) -> bool:
@@ -321,7 +322,9 @@ def build_driver(out_dir: Any, *, cc: str = "cc", cflags: str | None = None, arc
     exe:        the executable's path (default ``OUT_DIR/<name>_driver`` + ``.exe``/``.wasm`` as the
                 compiler's target suggests).
     The command is ``CC CFLAGS ARCH_FLAGS -I OUT_DIR <name>.c <name>_driver.c -o EXE -lm`` (no
-    OpenMP); returns the executable's path.  Raises BuildError with the compiler's output."""
+    OpenMP); a multi-versioned artifact's extra code paths are compiled first, each to an object
+    with its own instruction-set flags, and linked in.  Returns the executable's path.  Raises
+    BuildError with the compiler's output."""
     from pt2c.runtime.build import BuildError
 
     out = Path(out_dir)
@@ -335,10 +338,20 @@ def build_driver(out_dir: Any, *, cc: str = "cc", cflags: str | None = None, arc
     flags = cflags if cflags is not None else "-O2 -std=c99"
     arch = arch_flags if arch_flags is not None else " ".join(m.get("target_cflags", []))
     exe_path = Path(exe) if exe is not None else out / f"{name}_driver{_exe_suffix(cc, flags + ' ' + arch)}"
-    cmd = (shlex.split(cc) + shlex.split(flags) + shlex.split(arch)
-           + ["-I", str(out), str(out / f"{name}.c"), str(out / f"{name}_driver.c"), "-o", str(exe_path), "-lm"])
-    if shutil.which(cmd[0]) is None:
-        raise BuildError(f"C compiler {cmd[0]!r} was not found on PATH", cmd=cmd)
+    base = shlex.split(cc) + shlex.split(flags) + shlex.split(arch) + ["-I", str(out)]
+    if shutil.which(base[0]) is None:
+        raise BuildError(f"C compiler {base[0]!r} was not found on PATH", cmd=base)
+    objs = []
+    for v in m.get("variants", []):  # multi-versioning: each code path with its own -march
+        objs.append(str(exe_path.parent / f"{Path(v['file']).stem}.o"))
+        _run_cc(base + v["cflags"] + ["-c", str(out / v["file"]), "-o", objs[-1]], timeout)
+    _run_cc(base + [str(out / f"{name}.c"), str(out / f"{name}_driver.c"), *objs, "-o", str(exe_path), "-lm"], timeout)
+    return exe_path
+
+
+def _run_cc(cmd: list[str], timeout: float) -> None:
+    from pt2c.runtime.build import BuildError
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -347,19 +360,19 @@ def build_driver(out_dir: Any, *, cc: str = "cc", cflags: str | None = None, arc
         raise BuildError(f"building the driver failed (exit {proc.returncode}): {shlex.join(cmd)}\n"
                          f"{(proc.stderr or proc.stdout).strip()[-20000:]}", cmd=cmd, returncode=proc.returncode,
                          stdout=proc.stdout, stderr=proc.stderr)
-    return exe_path
 
 
 @dataclass
 class DriverRun:
     """What :func:`run_driver` got back: the outputs, the driver's median latency (ms, None if
-    not printed), and its stdout/stderr."""
+    not printed), its stdout/stderr, and the code path init chose (``isa``, e.g. "x86_64-v3")."""
 
     outputs: list[np.ndarray]
     median_ms: float | None
     stdout: str
     stderr: str
     cmd: list[str]
+    isa: str | None = None
 
 
 def run_driver(exe: Any, out_dir: Any, arrays: Sequence[np.ndarray], *, launcher: str | None = None,
@@ -416,7 +429,9 @@ def run_driver(exe: Any, out_dir: Any, arrays: Sequence[np.ndarray], *, launcher
                 raise RunError(f"{p.name}: {arr.size} elements, expected {d['dtype']}{d['shape']}")
             results.append(arr.reshape(d["shape"]).astype(dt.newbyteorder("="), copy=False))
     mt = re.search(r"median latency: ([0-9.eE+-]+) ms", proc.stdout)
-    return DriverRun(results, float(mt.group(1)) if mt else None, proc.stdout, proc.stderr, cmd)
+    mi = re.search(r"^isa: (\S+)", proc.stdout, re.M)
+    return DriverRun(results, float(mt.group(1)) if mt else None, proc.stdout, proc.stderr, cmd,
+                     mi.group(1) if mi else None)
 
 
 # --------------------------------------------------------------------------- verify
@@ -449,7 +464,7 @@ def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray],
     step("compare")
     report = VerifyReport(name=art.name, target=target, tol=tol, input_source=source,
                           out_dir=None if temporary else work, lib_path=None if temporary else Path(exe),
-                          compile_s=compile_s, build_s=build_s)
+                          compile_s=compile_s, build_s=build_s, isa=res.isa)
     _compare_all(report, [d["name"] for d in art.manifest["outputs"]], res.outputs, refs, tol)
     if time_it and res.median_ms is not None:
         step("time")
@@ -487,10 +502,10 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
 
     import pt2c
     from pt2c.frontend.load import load_program
-    from pt2c.targets import get_target
+    from pt2c.targets import get_targets, target_spec
 
     step = progress or (lambda s: None)
-    tgt = get_target(target)  # ValueError early for a bad target
+    tspec = target_spec(get_targets(target))  # ValueError early for a bad target
     if on_target is None:
         on_target = bool(launcher) or is_cross_compiler(cc)
     thread_list = [int(threads)] if isinstance(threads, int) else [int(t) for t in threads]
@@ -558,15 +573,15 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
             ex_args = tuple(args) if source != "example" or not kwargs else None
             if ex_args is None:
                 raise InputError("nn.Module example inputs with keyword arguments are not supported; export it first")
-            art = pt2c.compile(src, work, example_inputs=ex_args, target=tgt.name, name=name, openmp=openmp,
+            art = pt2c.compile(src, work, example_inputs=ex_args, target=tspec, name=name, openmp=openmp,
                                opt_level=opt_level, command=command)
         else:
-            art = pt2c.compile(src, work, target=tgt.name, name=name, openmp=openmp, opt_level=opt_level,
+            art = pt2c.compile(src, work, target=tspec, name=name, openmp=openmp, opt_level=opt_level,
                                command=command)
         compile_s = time.perf_counter() - t0
 
         if on_target:
-            return _verify_on_target(work, art, tgt.name, refs, arrays, source, tol, tmp is not None, compile_s,
+            return _verify_on_target(work, art, tspec, refs, arrays, source, tol, tmp is not None, compile_s,
                                      cc or "cc", cflags, launcher, time_it, runs, step, eager, args, kwargs)
 
         step("build")
@@ -582,9 +597,9 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
         outs = model.run(arrays)
 
         step("compare")
-        report = VerifyReport(name=art.name, target=tgt.name, tol=tol, input_source=source,
+        report = VerifyReport(name=art.name, target=tspec, tol=tol, input_source=source,
                               out_dir=None if tmp else work, lib_path=None if tmp else Path(lib),
-                              compile_s=compile_s, build_s=build_s)
+                              compile_s=compile_s, build_s=build_s, isa=model.isa)
         _compare_all(report, [d["name"] for d in model.outputs], outs, refs, tol)
 
         if time_it:
