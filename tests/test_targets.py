@@ -405,3 +405,15 @@ def test_multiversion_target_spec_errors() -> None:
         get_targets("x86_64-v3,avx2")
     with pytest.raises(ValueError, match="unknown target 'x86_64-v9'"):
         get_targets("x86_64,x86_64-v9")
+
+
+def test_aarch64_dotprod_check_under_emulated_cpu(zoo_cache, tmp_root: Path) -> None:
+    """aarch64+dotprod: runs on a CPU with the extension, a clean init error (getauxval) on one without."""
+    tc = _toolchain("aarch64", tmp_root)
+    c, out = _compile(zoo_cache, "mlp", "aarch64+dotprod", tmp_root)
+    exe = build_driver(out, cc=tc["cc"], cflags=CFLAGS)
+    ok = run_driver(exe, out, c.np_inputs, launcher=tc["launcher"].replace("qemu-aarch64", "qemu-aarch64 -cpu max"))
+    assert_outputs_close(ok.outputs, c.refs, "mlp aarch64+dotprod on -cpu max")
+    with pytest.raises(RunError) as ei:
+        run_driver(exe, out, c.np_inputs, launcher=tc["launcher"].replace("qemu-aarch64", "qemu-aarch64 -cpu cortex-a53"))
+    assert "the CPU lacks it; rebuild for --target aarch64" in str(ei.value), str(ei.value)

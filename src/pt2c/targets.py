@@ -136,6 +136,16 @@ TARGETS: dict[str, Target] = {
             "qemu-aarch64 -L /usr/aarch64-linux-gnu",
         ),
         _t(
+            "aarch64+dotprod",
+            "aarch64",
+            ("-march=armv8.2-a+dotprod",),
+            "neon",
+            "ARMv8.2-A + dot product (Cortex-A55/A75, Neoverse, Apple M and later): the compiler may use "
+            "v8.2 instructions; the fp32 kernels use the NEON path; init checks the CPU (Linux: getauxval)",
+            "aarch64-linux-gnu-gcc",
+            "qemu-aarch64 -L /usr/aarch64-linux-gnu",
+        ),
+        _t(
             "riscv64",
             "riscv64",
             ("-march=rv64gc",),

@@ -49,16 +49,23 @@ STATUS = [
 # (cpuid + xgetbv) for every extension the compiler was allowed to use and returns
 # ERR_CPU_UNSUPPORTED if one is missing.  Baseline targets (generic, x86_64, aarch64, ...)
 # compile it to `return 1`.  -DPT2C_FAKE_CPU_FEATURES=0 simulates a CPU without them (tests).
-_CPU_CHECK = r"""/* ---- init-time instruction-set check (x86 SIMD builds only; NEON is baseline on aarch64) ---- */
+_CPU_CHECK = r"""/* ---- init-time instruction-set check (x86 SIMD builds, and aarch64+dotprod on Linux; NEON is baseline on aarch64) ---- */
 #if defined(__x86_64__) || defined(__i386__) || defined(_M_X64) || defined(_M_IX86)
 #if defined(__AVX512F__)
 #define PT2C_BUILT_ISA "AVX-512 (x86_64-v4: AVX512F/BW/CD/DQ/VL, AVX2, FMA)"
 #elif defined(__AVX2__) || defined(__FMA__)
 #define PT2C_BUILT_ISA "AVX2+FMA (x86_64-v3: AVX2, FMA, BMI1/2, F16C, MOVBE, LZCNT)"
 #endif
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD) && defined(__linux__)
+#define PT2C_BUILT_ISA "the ARMv8.2-A dot product extension (aarch64+dotprod)"
+#define PT2C_ARM_HWCAP_ASIMDDP (1ul << 20) /* <asm/hwcap.h> HWCAP_ASIMDDP */
 #endif
 #ifdef PT2C_BUILT_ISA
+#if defined(PT2C_ARM_HWCAP_ASIMDDP)
+#define PT2C_CPU_MSG "this library was built for " PT2C_BUILT_ISA " but the CPU lacks it; rebuild for --target aarch64"
+#else
 #define PT2C_CPU_MSG "this library was built for " PT2C_BUILT_ISA " but the CPU lacks it; rebuild for a lower --target (x86_64-v2, x86_64)"
+#endif
 #else
 #define PT2C_CPU_MSG "this library was built for an instruction set the CPU lacks; rebuild for a lower --target"
 #endif
@@ -66,6 +73,9 @@ _CPU_CHECK = r"""/* ---- init-time instruction-set check (x86 SIMD builds only; 
     && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
 #define PT2C_CPU_PROBE 1
+#elif defined(PT2C_ARM_HWCAP_ASIMDDP) && !defined(PT2C_FAKE_CPU_FEATURES)
+#include <sys/auxv.h>
+#define PT2C_ARM_PROBE 1
 #endif
 
 /* 1 when the running CPU (and OS) support every extension this translation unit was compiled for. */
@@ -73,6 +83,8 @@ static int cpu_supported(void)
 {
 #if defined(PT2C_BUILT_ISA) && defined(PT2C_FAKE_CPU_FEATURES)
     return (PT2C_FAKE_CPU_FEATURES) != 0; /* test hook: 0 simulates a CPU without the built-in ISA */
+#elif defined(PT2C_ARM_PROBE)
+    return (getauxval(AT_HWCAP) & PT2C_ARM_HWCAP_ASIMDDP) != 0;
 #elif defined(PT2C_CPU_PROBE)
     unsigned int a = 0, b = 0, c = 0, d = 0, xcr0 = 0, xcr0_hi = 0;
     if (!__get_cpuid_count(1, 0, &a, &b, &c, &d)) return 0;
