@@ -142,10 +142,13 @@ def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
             break
         k = int(cmd[1])
         ts_ = []
+        # --clock cpu: the worker's CPU time per run (robust to other jobs on a shared machine; equal to the
+        # latency only at 1 thread, where every engine computes on the calling thread)
+        clock = time.process_time if os.environ.get("PT2C_BENCH_CLOCK") == "cpu" else time.perf_counter
         for _ in range(k):
-            t = time.perf_counter()
+            t = clock()
             fn()
-            ts_.append(time.perf_counter() - t)
+            ts_.append(clock() - t)
         send({"times": ts_})
     peak = _status_kib("VmHWM")
     send({"peak_kib": peak, "rss0_kib": rss0})
@@ -287,7 +290,10 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
              f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, gcc -O3 x86_64-v3 for pt2c. "
              f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin, "
-             "each engine/thread count in its own process); ratio columns are latency / eager latency and / ORT "
+             "each engine/thread count in its own process"
+             + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "
+                "would mostly measure the other jobs)" if getattr(args, "clock", "wall") == "cpu" else "")
+             + "); ratio columns are latency / eager latency and / ORT "
              "latency at the same thread count (< 1: faster). err: max |out - eager|. peak: worker VmHWM - VmRSS "
              "before model load (see bench/compare.py).\n"]
     if png:
@@ -356,7 +362,14 @@ def main() -> None:
     ap.add_argument("--png", help="write a bar chart (latency / eager) here")
     ap.add_argument("--json", help="write raw results here (after every model)")
     ap.add_argument("--from-json", help="only render --md / --png from a --json file of an earlier run")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall: latency (default); cpu: the worker's CPU time per run -- use with --threads 1 on a "
+                         "machine shared with other jobs, where wall time mostly measures the load")
     args = ap.parse_args()
+    if args.clock == "cpu":
+        if args.threads != "1":
+            ap.error("--clock cpu measures latency only with --threads 1")
+        os.environ["PT2C_BENCH_CLOCK"] = "cpu"  # inherited by the workers
     engines = args.engines.split(",")
     threads = [int(t) for t in args.threads.split(",")]
     t0 = time.perf_counter()

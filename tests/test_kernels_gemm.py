@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KDIR = ROOT / "src" / "pt2c" / "kernels"
 sys.path.insert(0, str(ROOT / "src"))
 
-from pt2c.kernels.layout import MR, NR, pack_a, pack_b, pack_conv_weight  # noqa: E402
+from pt2c.kernels.layout import MR, NR, pack_a, pack_b, pack_conv_weight, pack_winograd_weight  # noqa: E402
 
 WARN = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 ACTS = ["none", "relu", "clamp", "hardswish", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh"]
@@ -46,6 +46,14 @@ void t_sgemm(int naive, float *C, int ldc, const float *A, int rsa, int csa, int
     ep.act = act, ep.lo = lo, ep.hi = hi;
     (naive ? pt2c_sgemm_naive : pt2c_sgemm)(C, ldc, A, rsa, csa, ap, B, rsb, csb, bp, M, N, K,
                                             use_ep ? &ep : NULL, scratch);
+}
+size_t t_wino_scratch(int C, int OC, int OH, int OW) { return pt2c_conv2d_wino_scratch_floats(C, OC, OH, OW); }
+void t_wino(float *out, const float *in, const float *u, const float *bias, const float *res, int act, float lo,
+            float hi, int N, int C, int H, int W, int OC, int ph, int pw, int OH, int OW, float *scratch)
+{
+    pt2c_epilogue ep;
+    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = lo, ep.hi = hi;
+    pt2c_conv2d_wino(out, in, u, &ep, N, C, H, W, OC, ph, pw, OH, OW, scratch);
 }
 size_t t_conv_scratch(const int *s)
 {
@@ -85,6 +93,9 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_conv_scratch.argtypes = [p]
     dll.t_conv.argtypes = [i, p, p, p, p, p, i, f, f, p, p]
     dll.t_set_threads.argtypes = [i]
+    dll.t_wino_scratch.restype = ctypes.c_size_t
+    dll.t_wino_scratch.argtypes = [i, i, i, i]
+    dll.t_wino.argtypes = [p, p, p, p, p, i, f, f] + [i] * 9 + [p]
     return dll
 
 
@@ -302,6 +313,52 @@ def test_conv(lib, case):
     run_conv(lib, case)
 
 
+# Winograd F(4x4, 3x3): N, C, H, W, OC, pad, residual, act
+WINO_CASES = [
+    (1, 16, 16, 16, 16, 1, False, "none"),     # exact multiple of the 4x4 tiles
+    (2, 19, 13, 15, 21, 1, True, "relu"),      # ragged tiles, odd channels, batch 2, residual
+    (1, 32, 30, 29, 24, 0, False, "clamp"),    # no padding
+    (1, 16, 11, 12, 40, 2, True, "silu"),      # padding 2, an activation outside the fast path
+    (1, 64, 56, 56, 64, 1, True, "relu"),      # ResNet layer1: several tile blocks
+    (1, 160, 14, 14, 200, 1, False, "hardswish"),
+]
+
+
+def run_wino(lib, case):
+    """pt2c_conv2d_wino vs float64 torch: within 1e-4 of max|ref| (the transforms round differently from a
+    direct sum; the model-level tolerance is the same 1e-4 * max(1, max|ref|))."""
+    import torch
+    import torch.nn.functional as F
+
+    n, c, h, w, oc, p, fused, act = case
+    rng = np.random.default_rng(len(WINO_CASES) + sum(case[:6]))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = (rng.standard_normal((oc, c, 3, 3)) / np.sqrt(9 * c)).astype(np.float32)
+    bias = rng.standard_normal(oc).astype(np.float32)
+    ref = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(wt).double(), torch.from_numpy(bias).double(),
+                   padding=p).numpy()
+    oh, ow = ref.shape[2:]
+    res = rng.standard_normal(ref.shape).astype(np.float32) if fused else None
+    if fused:
+        ref = ref + res
+    ref = _act_ref(ref, act, -1.0, 1.0)
+    scratch = np.full(lib.t_wino_scratch(c, oc, oh, ow), np.nan, np.float32)  # NaN: unwritten scratch would show
+    from pt2c.kernels import scratch as S
+
+    assert S.conv2d_wino_scratch_floats(c, oc, oh, ow) == scratch.size
+    out = np.full(ref.shape, np.nan, np.float32)
+    u = pack_winograd_weight(wt)  # kept alive across the call
+    lib.t_wino(_ptr(out), _ptr(x), _ptr(u), _ptr(bias), _ptr(res), ACTS.index(act), -1.0,
+               1.0, n, c, h, w, oc, p, p, oh, ow, _ptr(scratch))
+    err = np.abs(out - ref).max()
+    assert err <= 1e-4 * max(1.0, np.abs(ref).max()), f"winograd {case}: max err {err:.2e}"
+
+
+@pytest.mark.parametrize("case", WINO_CASES, ids=[f"wino{i}" for i in range(len(WINO_CASES))])
+def test_conv_winograd(lib, case):
+    run_wino(lib, case)
+
+
 def test_conv_scratch_bounded(lib):
     # a large 3x3 conv: im2col is tiled, scratch stays at a few MB
     sizes = np.array([1, 256, 112, 112, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 112, 112], np.int32)
@@ -324,6 +381,8 @@ def test_scratch_mirror_matches_c(lib):
         oh, ow = (h + 2 * p - d * (kh - 1) - 1) // st + 1, (w + 2 * p - d * (kw - 1) - 1) // st + 1
         sizes = np.array([n, c, h, w, oc, kh, kw, st, st, p, p, d, d, g, oh, ow], np.int32)
         assert S.conv2d_scratch_floats(*map(int, sizes[1:])) == lib.t_conv_scratch(_ptr(sizes))
+    for c, oc, oh, ow in itertools.product([16, 64, 512], [16, 100, 512], [1, 7, 14, 56, 113], [5, 56, 224]):
+        assert S.conv2d_wino_scratch_floats(c, oc, oh, ow) == lib.t_wino_scratch(c, oc, oh, ow), (c, oc, oh, ow)
 
 
 def test_gemm_scratch_small_for_packed_weights(lib):
@@ -355,6 +414,8 @@ def test_scalar_build_clang(tmp_path):
         run_gemm(dll, M, N, K, b_mode="packed" if M < 8 else "row", bias="col", residual=True, act="gelu")
     for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10]):
         run_conv(dll, case)
+    for case in WINO_CASES[1:4]:
+        run_wino(dll, case)
 
 
 def test_openmp_build(tmp_path):
@@ -366,6 +427,8 @@ def test_openmp_build(tmp_path):
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
     run_conv(dll, CONV_CASES[8])
     run_conv(dll, CONV_CASES[9])
+    for case in WINO_CASES[1:]:  # threaded transforms and the 36 GEMMs spread over threads
+        run_wino(dll, case)
     # more threads than the machine has: each gets its own slice of the (exactly sized) scratch
     for nt in (3, 8, 16):
         dll.t_set_threads(nt)
@@ -454,6 +517,43 @@ int main(void)
             bad |= check(o1, o2, OC, OH * OW, OH * OW, dwc ? "depthwise" : "conv");
         }
         free(in), free(w), free(wp), free(o1), free(o2), free(scr);
+    }
+    {   /* Winograd F(4x4, 3x3), ragged tiles, pad 1, bias + relu, against a direct loop */
+        static const float G[6][3] = {{0.25f, 0, 0}, {-1.0f / 6, -1.0f / 6, -1.0f / 6}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},
+                                      {1.0f / 24, 1.0f / 12, 1.0f / 6}, {1.0f / 24, -1.0f / 12, 1.0f / 6}, {0, 0, 1}};
+        int C = 17, H = 13, W = 10, OC = 20, OH = 13, OW = 10, oc, oh, ow, c, kh, kw, r, t, xi;
+        float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * 9), *bias = rnd((size_t)OC);
+        float *u = malloc(sizeof(float) * 36 * OC * C), *up = malloc(sizeof(float) * 36 * 24 * C);
+        float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
+        float *scr = malloc(sizeof(float) * pt2c_conv2d_wino_scratch_floats(C, OC, OH, OW));
+        pt2c_epilogue ep = {0};
+        ep.bias = bias, ep.bias_per_row = 1, ep.act = PT2C_ACT_RELU;
+        for (oc = 0; oc < OC; oc++)
+            for (c = 0; c < C; c++)
+                for (r = 0; r < 6; r++)
+                    for (t = 0; t < 6; t++) {
+                        float acc = 0.0f;
+                        for (kh = 0; kh < 3; kh++)
+                            for (kw = 0; kw < 3; kw++) acc += G[r][kh] * w[((oc * C + c) * 3 + kh) * 3 + kw] * G[t][kw];
+                        u[((r * 6 + t) * OC + oc) * C + c] = acc;
+                    }
+        for (xi = 0; xi < 36; xi++) pack(up + (size_t)xi * 24 * C, u + (size_t)xi * OC * C, OC, C, PT2C_GEMM_MR, 1);
+        pt2c_conv2d_wino(o1, in, up, &ep, 1, C, H, W, OC, 1, 1, OH, OW, scr);
+        for (oc = 0; oc < OC; oc++)
+            for (oh = 0; oh < OH; oh++)
+                for (ow = 0; ow < OW; ow++) {
+                    float acc = bias[oc];
+                    for (c = 0; c < C; c++)
+                        for (kh = 0; kh < 3; kh++)
+                            for (kw = 0; kw < 3; kw++) {
+                                int ih = oh - 1 + kh, iw = ow - 1 + kw;
+                                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                    acc += in[(c * H + ih) * W + iw] * w[((oc * C + c) * 3 + kh) * 3 + kw];
+                            }
+                    o2[(oc * OH + oh) * OW + ow] = acc > 0.0f ? acc : 0.0f;
+                }
+        bad |= check(o1, o2, OC, OH * OW, OH * OW, "winograd");
+        free(in), free(w), free(bias), free(u), free(up), free(o1), free(o2), free(scr);
     }
     printf(bad ? "FAIL\n" : "OK\n");
     return bad;

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import pt2c
-from conftest import (CLANG_CFLAGS, FAMILIES, TARGET, assert_outputs_close, build_and_run, copy_artifact, eager,
+from conftest import (CLANG_CFLAGS, FAMILIES, TARGET, assert_outputs_close, build_and_run, copy_artifact, eager, export,
                       private_lib_copy)
 
 needs_clang = pytest.mark.skipif(shutil.which("clang") is None, reason="clang not installed")
@@ -336,3 +337,54 @@ def test_model_without_inputs_builds_pedantic_and_runs(tmp_path):
     pt2c.build(tmp_path / "noin", cc=cc, cflags="-O1 -std=c99 -Wall -Wextra -Werror -pedantic", openmp=False)
     (got,) = pt2c.load(tmp_path / "noin").run([])
     np.testing.assert_allclose(got, (m.w * 2).detach().numpy(), rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- Winograd 3x3 convolutions
+
+
+class _WinoNet(torch.nn.Module):
+    """3x3 stride-1 convs wide enough for Winograd (>= 16 channels, >= 16 4x4 tiles): BN + residual + ReLU
+    folded into them, padding 1 and 0, ragged tile edges, a stride-2 conv (im2col) in between."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(16)
+        self.c3 = nn.Conv2d(16, 24, 3, padding=0)
+        self.down = nn.Conv2d(24, 32, 3, stride=2, padding=1)
+        self.c4 = nn.Conv2d(32, 32, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x))
+        y = torch.relu(self.bn2(self.c2(y)) + y)
+        y = torch.nn.functional.hardswish(self.c3(y))
+        y = self.down(y)
+        return torch.relu(self.c4(y) + y)
+
+
+def test_winograd_convs_match_eager_and_im2col(tmp_path):
+    torch.manual_seed(0)
+    model = _WinoNet().eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(2, 3, 34, 29)
+    ref = eager(model, (x,))
+    ep = export(model, (x,))
+    outs = {}
+    for wino in (True, False):
+        out = tmp_path / f"w{int(wino)}"
+        art = pt2c.compile(ep, out, target=TARGET, name="wino", winograd=wino)
+        src = (out / "wino.c").read_text()
+        n_wino = src.count("pt2c_conv2d_wino(")
+        assert n_wino == (3 if wino else 0), n_wino  # c2, c3 (34x29 -> 32x27), c4 (17x15); c1 has 3 channels
+        outs[wino] = build_and_run(out, [x.numpy()])
+        assert_outputs_close(outs[wino], ref, f"winograd={wino}")
+        if wino:
+            w_bytes = art.manifest["weights"]["bytes"]
+        else:
+            assert art.manifest["weights"]["bytes"] < w_bytes  # the transformed filters are 4x larger

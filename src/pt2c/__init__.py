@@ -16,16 +16,18 @@ if TYPE_CHECKING:
 
 def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
             name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
-            command: str = "", freestanding: bool = False) -> Artifact:
+            command: str = "", freestanding: bool = False, winograd: bool | None = None) -> Artifact:
     """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs) to C in out_dir.
 
     freestanding=True (implied by a bare-metal target such as ``"cortex-m"``): output for a system without
-    an OS -- embedded weights, no OpenMP; the library needs no malloc, stdio, threads or files."""
+    an OS -- embedded weights, no OpenMP; the library needs no malloc, stdio, threads or files.
+    winograd: 3x3 stride-1 convolutions by Winograd F(4x4, 3x3) (about 2x faster, 4x the weights of those
+    layers); None (default): on, except for freestanding output."""
     from pt2c.compiler import compile_program
 
     return compile_program(model, out_dir, example_inputs=example_inputs, target=target, name=name,
                            embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command,
-                           freestanding=freestanding)
+                           freestanding=freestanding, winograd=winograd)
 
 
 def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> Model:

@@ -140,6 +140,8 @@ def compile_cmd(
     freestanding: Annotated[bool, typer.Option("--freestanding", help="bare metal: the library needs no malloc, stdio, "
                                                "threads or files; implies --embed-weights and --no-openmp "
                                                "(implied by --target cortex-m)")] = False,
+    no_winograd: Annotated[bool, typer.Option("--no-winograd", help="3x3 convolutions by im2col + GEMM only "
+                                              "(Winograd is ~2x faster but stores 4x those layers' weights)")] = False,
 ) -> None:
     """Compile a .pt2 program to C99 source + build files in OUT."""
     tname = _check_target(target)
@@ -157,11 +159,13 @@ def compile_cmd(
         cmd.append("--no-openmp")
     if freestanding:
         cmd.append("--freestanding")
+    if no_winograd:
+        cmd.append("--no-winograd")
     cmd += ["-O", str(opt_level)]
     with console.status(f"compiling {model} ..."):
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
                            openmp=not no_openmp, opt_level=opt_level, command=shlex.join(cmd),
-                           freestanding=freestanding)
+                           freestanding=freestanding, winograd=False if no_winograd else None)
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
     say(f"  files:   {len(art.files)} ({', '.join(f for f in art.files if '/' not in f)}, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -26,16 +25,18 @@ def default_name(model: Any) -> str:
     return base if not base[0].isdigit() else "m_" + base
 
 
-def to_graph(model: Any, example_inputs: tuple | None = None, name: str = "model", opt_level: int = 1) -> tuple[Graph, dict]:
+def to_graph(model: Any, example_inputs: tuple | None = None, name: str = "model", opt_level: int = 1,
+             winograd: bool = True) -> tuple[Graph, dict]:
     ep, prov = load_program(model, example_inputs)
     ep = decompose(ep)
     g = lower(ep, name)
+    g.meta["winograd"] = winograd and opt_level > 0  # read by passes/prepack.py
     return optimize(g, level=opt_level), prov
 
 
 def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
-                    command: str = "", freestanding: bool = False) -> Artifact:
+                    command: str = "", freestanding: bool = False, winograd: bool | None = None) -> Artifact:
     tgts = get_targets(target)  # several x86-64 levels: one code path each, chosen at init
     # freestanding (bare metal; implied by a freestanding preset such as cortex-m): the library must need no
     # malloc, stdio, threads or files, so the weights are embedded as a const array and OpenMP is off.
@@ -45,21 +46,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
     name = name or default_name(model)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"model name {name!r} must be a C identifier (it prefixes every symbol)")
-    g, prov = to_graph(model, example_inputs, name, opt_level)
-    art = write_artifact(g, Path(out_dir), tgts[0], embed_weights=embed_weights, openmp=openmp, provenance=prov,
-                         command=command, variants=tgts[1:])
-    _record_freestanding(art, freestanding)
-    return art
-
-
-def _record_freestanding(art: Artifact, freestanding: bool) -> None:
-    """Adds ``"freestanding"`` (after ``"openmp"``) to the artifact's manifest and manifest.json."""
-    m: dict[str, Any] = {}
-    for k, v in art.manifest.items():
-        m[k] = v
-        if k == "openmp":
-            m["freestanding"] = freestanding
-    m.setdefault("freestanding", freestanding)
-    art.manifest.clear()
-    art.manifest.update(m)
-    (Path(art.out_dir) / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
+    # Winograd 3x3 convolutions hold 4x the weights of those layers: off by default where flash is scarce
+    g, prov = to_graph(model, example_inputs, name, opt_level, winograd=not freestanding if winograd is None else winograd)
+    return write_artifact(g, Path(out_dir), tgts[0], embed_weights=embed_weights, openmp=openmp, provenance=prov,
+                          command=command, variants=tgts[1:], freestanding=freestanding)

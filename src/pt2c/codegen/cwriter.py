@@ -275,7 +275,8 @@ def variant_file(name: str, t: Any) -> str:
 
 
 def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool = False, openmp: bool = True,
-                   provenance: dict[str, Any] | None = None, command: str = "", variants: Any = ()) -> Artifact:
+                   provenance: dict[str, Any] | None = None, command: str = "", variants: Any = (),
+                   freestanding: bool = False) -> Artifact:
     """target: the baseline preset (what <name>.c is built for); variants: extra x86-64 levels, each
     written to its own <name>_<level>.c and chosen at init when the CPU has it."""
     name = g.name
@@ -335,6 +336,7 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
         # extra code paths (multi-versioning): source file and the flags it is compiled with
         "variants": [{"target": t.name, "file": variant_file(name, t), "cflags": list(t.cflags)} for t in variants],
         "openmp": openmp,
+        "freestanding": freestanding,
         "inputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
         "outputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
         "weights": {"file": None if embed_weights else wfile.name, "embedded": embed_weights, "bytes": len(blob),

@@ -52,6 +52,23 @@ def packed_b_size(k: int, n: int) -> int:
     return k * _round_up(n, NR)
 
 
+# Winograd F(4x4, 3x3) filter transform (kernels/conv.c pt2c_conv2d_wino): U = G g G^T.
+WINO_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                   [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
+
+
+def pack_winograd_weight(w: np.ndarray) -> np.ndarray:
+    """OIHW 3x3 conv weight -> the 36 A operands of pt2c_conv2d_wino: for each position
+    xi = r*6 + s of the 6x6 transform, U_xi[o, c] = (G w[o, c] G^T)[r, s] (computed in float64),
+    packed with pack_a; the 36 matrices follow one another."""
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 4 or w.shape[2:] != (3, 3):
+        raise ValueError(f"pack_winograd_weight expects OIHW 3x3, got shape {w.shape}")
+    u = np.einsum("rk,ocks,ts->rtoc", WINO_G, w, WINO_G)  # (6, 6, O, C)
+    u = u.reshape(36, w.shape[0], w.shape[1]).astype(np.float32)
+    return np.concatenate([pack_a(u[i]) for i in range(36)])
+
+
 def pack_conv_weight(w: np.ndarray, groups: int = 1) -> np.ndarray:
     """OIHW conv weight -> the A operand of pt2c_conv2d.
 

@@ -36,21 +36,34 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
         float *y = out + (size_t)t * OW;
         int ih0 = oh * sh - ph, kh0, kh1;
         pt2c_pool_taps(&kh0, &kh1, ih0, H, KH, dh);
-        for (int ow = 0; ow < OW; ow++) {
-            int iw0 = ow * sw - pw, kw0, kw1;
-            pt2c_pool_taps(&kw0, &kw1, iw0, W, KW, dw);
-            float m = -INFINITY;
-            for (int kh = kh0; kh < kh1; kh++) {
-                const float *row = x + (size_t)(ih0 + kh * dh) * W;
-                for (int kw = kw0; kw < kw1; kw++) {
-                    float v = row[iw0 + kw * dw];
-                    if (v > m || isnan(v))
-                        m = v;
+        for (int ow = 0; ow < OW; ow++)
+            y[ow] = -INFINITY;
+        /* tap by tap over the whole output row (vectorises): y = v if v > y or v is NaN, so a NaN
+         * anywhere in the window wins, as in torch */
+        for (int kh = kh0; kh < kh1; kh++) {
+            const float *row = x + (size_t)(ih0 + kh * dh) * W;
+            for (int kw = 0; kw < KW; kw++) {
+                const int off = kw * dw - pw; /* input column of output column 0 */
+                /* output columns whose tap lands inside the row: 0 <= ow*sw + off < W */
+                const int lo = PT2C_MIN(OW, off >= 0 ? 0 : (-off + sw - 1) / sw);
+                const int hi = PT2C_MIN(OW, off > W - 1 ? 0 : (W - 1 - off) / sw + 1);
+                if (sw == 1) {
+                    for (int ow = lo; ow < hi; ow++) {
+                        float v = row[ow + off], cur = y[ow];
+                        y[ow] = (v > cur || v != v) ? v : cur;
+                    }
+                } else if (sw == 2) {
+                    for (int ow = lo; ow < hi; ow++) {
+                        float v = row[2 * ow + off], cur = y[ow];
+                        y[ow] = (v > cur || v != v) ? v : cur;
+                    }
+                } else {
+                    for (int ow = lo; ow < hi; ow++) {
+                        float v = row[ow * sw + off], cur = y[ow];
+                        y[ow] = (v > cur || v != v) ? v : cur;
+                    }
                 }
-                if (isnan(m))
-                    break;
             }
-            y[ow] = m;
         }
     }
 }

@@ -12,6 +12,7 @@ MIN_MACS_PER_THREAD = 1 << 19  # PT2C_GEMM_MIN_MACS_PER_THREAD
 CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
 CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
+WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
 
 
 def _r16(n: int) -> int:
@@ -64,6 +65,21 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
     t = CONV_COL_FLOATS // max(Kg, 1) // NR * NR
     full = (OHW + NR - 1) // NR * NR
     return Kg * max(NR, min(t, full))
+
+
+def _wino_block_tiles(C: int, OC: int, P: int) -> int:
+    per = 36 * (C + OC)
+    nmax = max(16, WINO_FLOATS // per // 16 * 16)
+    ppad = (P + 15) // 16 * 16
+    nb = (ppad + nmax - 1) // nmax
+    return ((P + nb - 1) // nb + 15) // 16 * 16
+
+
+def conv2d_wino_scratch_floats(C: int, OC: int, OH: int, OW: int) -> int:
+    P = ((OH + 3) // 4) * ((OW + 3) // 4)
+    if P <= 0 or C <= 0 or OC <= 0:
+        return 0
+    return 36 * (C + OC) * _wino_block_tiles(C, OC, P)
 
 
 def sdpa_scratch_floats(Lq: int, Lk: int, D: int, Dv: int) -> int:
