@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 KDIR = ROOT / "src" / "pt2c" / "kernels"
 sys.path.insert(0, str(ROOT / "src"))
 
-from pt2c.kernels.layout import MR, NR, pack_a, pack_b, pack_conv_weight, pack_winograd_weight  # noqa: E402
+from pt2c.kernels.layout import (MR, NR, pack_a, pack_b, pack_conv_weight, pack_conv_weight_t,  # noqa: E402
+                                 pack_winograd_weight)
 
 WARN = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic"]
 ACTS = ["none", "relu", "clamp", "hardswish", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh"]
@@ -54,6 +55,18 @@ void t_wino(float *out, const float *in, const float *u, const float *bias, cons
     pt2c_epilogue ep;
     ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = lo, ep.hi = hi;
     pt2c_conv2d_wino(out, in, u, &ep, N, C, H, W, OC, ph, pw, OH, OW, scratch);
+}
+size_t t_smallp_scratch(const int *s)
+{
+    return pt2c_conv2d_smallp_scratch_floats(s[1], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
+}
+void t_smallp(float *out, const float *in, const float *wt, const float *bias, const float *res, int act, const int *s,
+              float *scratch)
+{
+    pt2c_epilogue ep;
+    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = 0.0f, ep.hi = 0.0f;
+    pt2c_conv2d_smallp(out, in, wt, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                       s[12], s[14], s[15], scratch);
 }
 size_t t_conv_scratch(const int *s)
 {
@@ -93,6 +106,9 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_conv_scratch.argtypes = [p]
     dll.t_conv.argtypes = [i, p, p, p, p, p, i, f, f, p, p]
     dll.t_set_threads.argtypes = [i]
+    dll.t_smallp_scratch.restype = ctypes.c_size_t
+    dll.t_smallp_scratch.argtypes = [p]
+    dll.t_smallp.argtypes = [p, p, p, p, p, i, p, p]
     dll.t_wino_scratch.restype = ctypes.c_size_t
     dll.t_wino_scratch.argtypes = [i, i, i, i]
     dll.t_wino.argtypes = [p, p, p, p, p, i, f, f] + [i] * 9 + [p]
@@ -279,7 +295,7 @@ CONV_CASES = [
 ]
 
 
-def run_conv(lib, case):
+def run_conv(lib, case, smallp=False):
     import torch
     import torch.nn.functional as F
 
@@ -297,6 +313,16 @@ def run_conv(lib, case):
         ref = np.maximum(ref + res, 0)
     sizes = np.array([n, c, h, w, oc, kh, kw, s, s, p, p, d, d, g, oh, ow], np.int32)
     out = np.full(ref.shape, np.nan, np.float32)
+    if smallp:  # pixels as the GEMM's rows, W^T as B
+        wbuf = pack_conv_weight_t(wt)
+        scratch = np.full(max(1, lib.t_smallp_scratch(_ptr(sizes))), np.nan, np.float32)
+        from pt2c.kernels import scratch as S
+
+        assert S.conv2d_smallp_scratch_floats(c, oc, kh, kw, s, s, p, p, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
+        lib.t_smallp(_ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), 1 if fused else 0, _ptr(sizes),
+                     _ptr(scratch))
+        _check(out, ref, f"conv smallp {case}")
+        return
     if depthwise:
         wbuf = np.ascontiguousarray(wt.reshape(oc, kh * kw))
         scratch = None
@@ -357,6 +383,21 @@ def run_wino(lib, case):
 @pytest.mark.parametrize("case", WINO_CASES, ids=[f"wino{i}" for i in range(len(WINO_CASES))])
 def test_conv_winograd(lib, case):
     run_wino(lib, case)
+
+
+# ungrouped cases for pt2c_conv2d_smallp: N, C, H, W, OC, KH, KW, stride, pad, dilation, groups, dw, fused
+SMALLP_CASES = [
+    (1, 64, 7, 7, 40, 3, 3, 1, 1, 1, 1, False, True),      # ResNet layer4 shape (smaller)
+    (2, 24, 14, 13, 33, 3, 3, 2, 1, 1, 1, False, False),   # stride 2 -> 7x7, batch 2, ragged OC
+    (1, 16, 6, 6, 20, 1, 1, 1, 0, 1, 1, False, True),      # pointwise: the input is A, packed by the GEMM
+    (1, 8, 9, 11, 16, 1, 1, 2, 0, 1, 1, False, False),     # strided 1x1: im2col in 6-row panels
+    (1, 5, 4, 3, 7, 3, 3, 1, 2, 2, 1, False, True),        # dilation 2, padding 2
+]
+
+
+@pytest.mark.parametrize("case", SMALLP_CASES, ids=[f"smallp{i}" for i in range(len(SMALLP_CASES))])
+def test_conv_smallp(lib, case):
+    run_conv(lib, case, smallp=True)
 
 
 def test_conv_scratch_bounded(lib):
@@ -427,6 +468,8 @@ def test_openmp_build(tmp_path):
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
     run_conv(dll, CONV_CASES[8])
     run_conv(dll, CONV_CASES[9])
+    for case in SMALLP_CASES:
+        run_conv(dll, case, smallp=True)
     for case in WINO_CASES[1:]:  # threaded transforms and the 36 GEMMs spread over threads
         run_wino(dll, case)
     # more threads than the machine has: each gets its own slice of the (exactly sized) scratch

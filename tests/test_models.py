@@ -344,7 +344,8 @@ def test_model_without_inputs_builds_pedantic_and_runs(tmp_path):
 
 class _WinoNet(torch.nn.Module):
     """3x3 stride-1 convs wide enough for Winograd (>= 16 channels, >= 16 4x4 tiles): BN + residual + ReLU
-    folded into them, padding 1 and 0, ragged tile edges, a stride-2 conv (im2col) in between."""
+    folded into them, padding 1 and 0, ragged tile edges, a stride-2 conv (im2col) in between, and a
+    stride-2 conv to 7x7 at the end (pixels as the GEMM's rows: pt2c_conv2d_smallp)."""
 
     def __init__(self):
         super().__init__()
@@ -355,13 +356,15 @@ class _WinoNet(torch.nn.Module):
         self.c3 = nn.Conv2d(16, 24, 3, padding=0)
         self.down = nn.Conv2d(24, 32, 3, stride=2, padding=1)
         self.c4 = nn.Conv2d(32, 32, 3, padding=1)
+        self.tail = nn.Conv2d(32, 20, 3, stride=2, padding=1)
 
     def forward(self, x):
         y = torch.relu(self.c1(x))
         y = torch.relu(self.bn2(self.c2(y)) + y)
         y = torch.nn.functional.hardswish(self.c3(y))
         y = self.down(y)
-        return torch.relu(self.c4(y) + y)
+        y = torch.relu(self.c4(y) + y)
+        return torch.relu(self.tail(y))
 
 
 def test_winograd_convs_match_eager_and_im2col(tmp_path):
@@ -372,7 +375,7 @@ def test_winograd_convs_match_eager_and_im2col(tmp_path):
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
-    x = torch.randn(2, 3, 34, 29)
+    x = torch.randn(2, 3, 27, 28)
     ref = eager(model, (x,))
     ep = export(model, (x,))
     outs = {}
@@ -381,7 +384,8 @@ def test_winograd_convs_match_eager_and_im2col(tmp_path):
         art = pt2c.compile(ep, out, target=TARGET, name="wino", winograd=wino)
         src = (out / "wino.c").read_text()
         n_wino = src.count("pt2c_conv2d_wino(")
-        assert n_wino == (3 if wino else 0), n_wino  # c2, c3 (34x29 -> 32x27), c4 (17x15); c1 has 3 channels
+        assert n_wino == (3 if wino else 0), n_wino  # c2, c3 (27x28 -> 25x26), c4 (13x13); c1 has 3 channels
+        assert src.count("pt2c_conv2d_smallp(") == 1  # tail: 13x13 -> 7x7
         outs[wino] = build_and_run(out, [x.numpy()])
         assert_outputs_close(outs[wino], ref, f"winograd={wino}")
         if wino:

@@ -49,12 +49,13 @@ PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int K
     return (size_t)Kg * (size_t)pt2c_conv_tile_cols(Kg, OHW);
 }
 
-/* im2col of one NR-wide panel: output pixels [p0, p0+np) of one image/group
- * into dst[k*NR + jj] (k = c*KH*KW + kh*KW + kw), zero where the window falls
+/* im2col of one PW-wide panel (PW <= NR): output pixels [p0, p0+np) of one image/group
+ * into dst[k*PW + jj] (k = c*KH*KW + kh*KW + kw), zero where the window falls
  * into the padding or past the last pixel.  The panel is first split into
  * runs of pixels sharing an output row, so each (k, run) is one strided copy. */
-static void pt2c_im2col_panel(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int p0, int np, int Cg, int H,
-                              int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OW)
+static void pt2c_im2col_panel_w(float *PT2C_RESTRICT dst, int PW, const float *PT2C_RESTRICT in, int p0, int np,
+                                int Cg, int H, int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                                int OW)
 {
     int run_oh[PT2C_GEMM_NR], run_ow[PT2C_GEMM_NR], run_j[PT2C_GEMM_NR], run_len[PT2C_GEMM_NR];
     int nrun = 0, j = 0, c, kh, kw, r, t;
@@ -67,8 +68,8 @@ static void pt2c_im2col_panel(float *PT2C_RESTRICT dst, const float *PT2C_RESTRI
     for (c = 0; c < Cg; c++) {
         const float *plane = in + (ptrdiff_t)c * H * W;
         for (kh = 0; kh < KH; kh++) {
-            for (kw = 0; kw < KW; kw++, dst += PT2C_GEMM_NR) {
-                for (t = 0; t < PT2C_GEMM_NR; t++) dst[t] = 0.0f;
+            for (kw = 0; kw < KW; kw++, dst += PW) {
+                for (t = 0; t < PW; t++) dst[t] = 0.0f;
                 for (r = 0; r < nrun; r++) {
                     int ih = run_oh[r] * sh - ph + kh * dh;
                     int iw0 = run_ow[r] * sw - pw + kw * dw; /* input column of the run's first pixel */
@@ -89,6 +90,13 @@ static void pt2c_im2col_panel(float *PT2C_RESTRICT dst, const float *PT2C_RESTRI
             }
         }
     }
+}
+
+/* The NR-wide panels of pt2c_conv2d's B operand. */
+static void pt2c_im2col_panel(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int p0, int np, int Cg, int H,
+                              int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OW)
+{
+    pt2c_im2col_panel_w(dst, PT2C_GEMM_NR, in, p0, np, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW);
 }
 
 PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed, const pt2c_epilogue *ep, int N, int C,
@@ -129,6 +137,66 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                     pt2c_sgemm(out + out_off + t0, OHW, w_g, 0, 0, 1, scratch, 0, 0, 1, OCg, nt, Kg, et, NULL);
                 }
             }
+        }
+    }
+}
+
+/* ---- few output pixels (7x7 maps deep in a CNN): pixels as the GEMM's rows ----
+ *
+ * pt2c_conv2d puts the pixels on the GEMM's NR = 16 side: 49 pixels fill 4
+ * panels (64 columns, 77% useful) and every weight is streamed for that.  Here
+ * the product is transposed, outT[P, OC] = col^T[P, K] x W^T[K, OC]: the
+ * pixels are cut into MR = 6 row panels (49 -> 54, 91% useful), the output
+ * channels fill whole 16-wide panels, and W^T is pre-packed as the B operand
+ * (layout.py: pack_conv_weight_t).  outT lands in scratch and is transposed
+ * into NCHW with the epilogue.  Ungrouped convolutions only. */
+PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int OC, int KH, int KW, int sh, int sw, int ph, int pw,
+                                                     int OH, int OW)
+{
+    size_t P = (size_t)OH * OW, K = (size_t)C * KH * KW;
+    size_t outT = (P * (size_t)OC + 15) & ~(size_t)15;
+    if (P == 0 || OC <= 0) return 0;
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) /* A = the input itself, packed by the GEMM */
+        return outT + pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)K, 0, 1);
+    return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K;
+}
+
+PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt_packed, const pt2c_epilogue *ep, int N,
+                                    int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
+                                    int dw, int OH, int OW, float *scratch)
+{
+    const int P = OH * OW, K = C * KH * KW;
+    const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
+    float *outT = scratch, *col = scratch + (((size_t)P * OC + 15) & ~(size_t)15);
+    int n;
+    if (P <= 0 || OC <= 0) return;
+    for (n = 0; n < N; n++) {
+        const float *in_n = in + (ptrdiff_t)n * C * H * W;
+        float *out_n = out + (ptrdiff_t)n * OC * P;
+        const float *res_n = ep && ep->residual ? ep->residual + (ptrdiff_t)n * OC * P : NULL;
+        int oc;
+        if (pointwise) {
+            /* A(p, c) = in[c*P + p]: the GEMM packs it */
+            pt2c_sgemm(outT, OC, in_n, 1, P, 0, wt_packed, 0, 0, 1, P, OC, K, NULL, col);
+        } else {
+            int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, p;
+            PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)npan * K > 65536L))
+            for (p = 0; p < npan; p++)
+                pt2c_im2col_panel_w(col + (ptrdiff_t)p * PT2C_GEMM_MR * K, PT2C_GEMM_MR, in_n, p * PT2C_GEMM_MR,
+                                    PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), C, H, W, KH, KW, sh, sw, ph, pw,
+                                    dh, dw, OW);
+            pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
+        }
+        /* NCHW, with bias, residual and activation (same order as the GEMM epilogue) */
+        PT2C_OMP(parallel for schedule(static) if ((long)OC * P > 65536L))
+        for (oc = 0; oc < OC; oc++) {
+            float *o = out_n + (ptrdiff_t)oc * P;
+            const float b = ep && ep->bias ? ep->bias[oc] : 0.0f;
+            int p;
+            for (p = 0; p < P; p++) o[p] = outT[(ptrdiff_t)p * OC + oc] + b;
+            if (res_n)
+                for (p = 0; p < P; p++) o[p] += res_n[(ptrdiff_t)oc * P + p];
+            if (ep) pt2c_epilogue_act(o, P, ep->act, ep->lo, ep->hi);
         }
     }
 }

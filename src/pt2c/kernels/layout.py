@@ -69,6 +69,15 @@ def pack_winograd_weight(w: np.ndarray) -> np.ndarray:
     return np.concatenate([pack_a(u[i]) for i in range(36)])
 
 
+def pack_conv_weight_t(w: np.ndarray) -> np.ndarray:
+    """OIHW conv weight (ungrouped) -> the B operand of pt2c_conv2d_smallp: W^T[C*KH*KW, OC]
+    (k = c*KH*KW + kh*KW + kw, the im2col row order) packed with pack_b."""
+    w = np.asarray(w, dtype=np.float32)
+    if w.ndim != 4:
+        raise ValueError(f"pack_conv_weight_t expects OIHW, got shape {w.shape}")
+    return pack_b(w.reshape(w.shape[0], -1).T)
+
+
 def pack_conv_weight(w: np.ndarray, groups: int = 1) -> np.ndarray:
     """OIHW conv weight -> the A operand of pt2c_conv2d.
 

@@ -67,6 +67,17 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
     return Kg * max(NR, min(t, full))
 
 
+def conv2d_smallp_scratch_floats(C: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, OH: int,
+                                 OW: int) -> int:
+    P, K = OH * OW, C * KH * KW
+    if P <= 0 or OC <= 0:
+        return 0
+    out_t = _r16(P * OC)
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
+        return out_t + sgemm_scratch_floats(P, OC, K, a_packed=False, b_packed=True)
+    return out_t + (P + MR - 1) // MR * MR * K
+
+
 def _wino_block_tiles(C: int, OC: int, P: int) -> int:
     per = 36 * (C + OC)
     nmax = max(16, WINO_FLOATS // per // 16 * 16)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pt2c.ir import Graph, Value
 from pt2c.kernels import layout
-from pt2c.ops.linalg import is_depthwise, use_winograd
+from pt2c.ops.linalg import is_depthwise, use_smallp, use_winograd
 
 
 def prepack(g: Graph) -> Graph:
@@ -19,9 +19,12 @@ def prepack(g: Graph) -> Graph:
                 n.attrs["b_packed"] = True
         elif n.op == "conv2d" and not n.attrs.get("w_packed") and not is_depthwise(n):
             w = n.inputs[1]
-            if g.meta.get("winograd", True) and use_winograd(n):  # the 36 transformed filters, each packed as a GEMM A operand
+            if g.meta.get("winograd", True) and use_winograd(n):  # 36 transformed filters, each a GEMM A operand
                 n.attrs["winograd"] = True
                 packed = layout.pack_winograd_weight(w.data)
+            elif use_smallp(n):  # few output pixels: W^T as the GEMM's B operand
+                n.attrs["smallp"] = True
+                packed = layout.pack_conv_weight_t(w.data)
             else:
                 packed = layout.pack_conv_weight(w.data, n.attrs["groups"])
             n.attrs["_w_unpacked"] = w.data
