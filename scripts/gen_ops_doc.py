@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from pt2c.ops import LOWERINGS, OPS
+from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 
 _ap = argparse.ArgumentParser()
 _ap.add_argument("--summary", default=os.environ.get("PT2C_OPINFO_SUMMARY")
@@ -32,8 +32,8 @@ print("Random ops (`rand`, `randn`, `bernoulli`, dropout in training mode, ...) 
       "before export; pass noise in as an input).\n")
 print("Dtypes: float32 compute everywhere; elementwise, shape, creation and reduction ops also "
       "handle int64/int32/int16/int8/uint8/bool/float64 with PyTorch's type promotion. Matrix "
-      "products, convolution, norms, softmax, pooling and attention are float32 only (other dtypes "
-      "are a clear compile-time error). Anything not listed is reported as unsupported at compile "
+      "products, convolution, norms, pooling and attention are float32 only, softmax float32 and float64 "
+      "(other dtypes are a clear compile-time error). Anything not listed is reported as unsupported at compile "
       "time, all at once, with node, module path and source line.\n")
 by_module: dict[str, list[str]] = {}
 for target, fn in sorted(LOWERINGS.items()):
@@ -42,7 +42,9 @@ titles = {"elementwise": "Elementwise (IR op `ew`, fused into loops)", "shape": 
           "linalg": "Matrix products, convolution, attention", "nn": "Normalisation, softmax, pooling, reductions",
           "creation": "Creation (compile-time constants)",
           "extra": "More ops: flip, diagonal, var/std, norms, group/instance norm, sort/topk, gather/scatter, "
-                   "index_put, upsampling, transposed convolution, random-op policy"}
+                   "index_put, upsampling, transposed convolution, random-op policy",
+          "more": "Still more ops: slice/select_scatter, as_strided, scatter_reduce, masked_scatter, cdist/pdist, "
+                  "3-d convolution and pooling, grid_sampler_2d, col2im, reflection/replication padding"}
 for mod, targets in by_module.items():
     print(f"## {titles.get(mod, mod)}\n")
     print("| ATen overload | |")
@@ -50,6 +52,32 @@ for mod, targets in by_module.items():
     for t in targets:
         print(f"| `{t}` | supported |")
     print()
+
+
+def _core_ops() -> list[str]:
+    import torch
+
+    core = set()
+    for name in torch.ops.aten:
+        packet = getattr(torch.ops.aten, name)
+        for ov in packet.overloads():
+            if torch.Tag.core in getattr(packet, ov).tags:
+                core.add(str(getattr(packet, ov)))
+    return sorted(core)
+
+
+_core = _core_ops()
+_missing = [t for t in _core if t not in LOWERINGS]
+print("## Core ATen ops not implemented\n")
+print(f"Of the {len(_core)} overloads tagged `core` in the installed torch (`torch.Tag.core`), "
+      f"{len(_core) - len(_missing)} are lowered by pt2c (listed above) and these {len(_missing)} are not. "
+      "A graph that calls one of them is a compile-time error naming the node, its module path and "
+      "source line, and the reason below.\n")
+print("| ATen overload | why not |")
+print("|---|---|")
+for t in _missing:
+    print(f"| `{t}` | {UNSUPPORTED.get(t, 'not implemented yet').replace('|', '/')} |")
+print()
 print("## IR ops and kernels\n")
 print("| IR op | kernel file |")
 print("|---|---|")

@@ -650,7 +650,51 @@ case("more_max_pool2d_indices", lambda x: F.max_pool2d(x, 3, 2, 1, return_indice
 case("more_max_pool1d_indices_ceil", lambda x: F.max_pool1d(x, 2, ceil_mode=True, return_indices=True), Fl(2, 3, 7), tol=MM)
 case("more_layer_norm_stats", lambda x: torch.ops.aten.native_layer_norm(x, [4], None, None, 1e-5), Fl(2, 3, 4), tol=MM)
 case("more_index_select_0d", lambda x, i: torch.index_select(x, 0, i), T(2.0), T(0, torch.int64))
-unsupported("conv3d", _conv(torch.nn.Conv3d, 2, 3, 2), Fl(1, 2, 4, 4, 4), why="3-d convolution")
+unsupported("fft_rfft", lambda x: torch.fft.rfft(x).abs(), Fl(2, 8), why="FFTs (complex tensors)")
+for _name, _fn, _specs in [
+    ("conv3d", _conv(torch.nn.Conv3d, 2, 3, 2), (Fl(1, 2, 4, 4, 4),)),
+    ("conv3d_groups_stride_pad_dil", _conv(torch.nn.Conv3d, 4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 2),
+                                           dilation=(1, 2, 1), groups=2), (Fl(2, 4, 5, 6, 7),)),
+    ("conv3d_unbatched", _conv(torch.nn.Conv3d, 2, 3, 3, padding=1), (Fl(2, 4, 5, 3),)),
+    ("conv3d_runtime_weight", lambda x, w, b: F.conv3d(x, w, b, padding=1), (Fl(1, 3, 4, 5, 4), Fl(2, 3, 3, 3, 3), Fl(2))),
+    ("conv_transpose3d", _conv(torch.nn.ConvTranspose3d, 4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+     (Fl(1, 4, 3, 4, 3),)),
+    ("max_pool3d_indices", lambda x: F.max_pool3d(x, 2, 1, 1, dilation=2, ceil_mode=True, return_indices=True),
+     (Fl(2, 3, 5, 6, 5),)),
+    ("avg_pool3d_ceil_nocount", lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     (Fl(1, 2, 6, 7, 5),)),
+    ("avg_pool3d_divisor", lambda x: F.avg_pool3d(x, 2, divisor_override=3), (Fl(2, 4, 4, 6),)),
+    ("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (3, 2, 4)), (Fl(1, 2, 7, 5, 6),)),
+    ("grid_sample_bilinear_zeros", lambda x, g: F.grid_sample(x, g, align_corners=False),
+     (Fl(2, 3, 5, 6), Fl(2, 4, 3, 2, lo=-1.3, hi=1.3))),
+    ("grid_sample_nearest_border", lambda x, g: F.grid_sample(x, g, "nearest", "border", align_corners=True),
+     (Fl(1, 2, 5, 6), Fl(1, 4, 5, 2, lo=-1.3, hi=1.3))),
+    ("grid_sample_bicubic_reflection", lambda x, g: F.grid_sample(x, g, "bicubic", "reflection", align_corners=False),
+     (Fl(1, 2, 5, 6), Fl(1, 4, 5, 2, lo=-1.5, hi=1.5))),
+    ("col2im_fold", lambda x: F.fold(x, (7, 9), (2, 3), dilation=(2, 1), padding=(1, 2), stride=(2, 3)), (Fl(2, 18, 16),)),
+    ("cdist_p2", torch.cdist, (Fl(2, 5, 3), Fl(2, 4, 3))),
+    ("cdist_p1_bcast", lambda a, b: torch.cdist(a, b, p=1.0), (Fl(2, 5, 3), Fl(1, 4, 3))),
+    ("pdist_p3", lambda x: F.pdist(x, p=3.0), (Fl(5, 4),)),
+]:
+    case(f"more_{_name}", _fn, *_specs, tol=MM)
+for _name, _fn, _specs in [
+    ("scatter_reduce_sum", lambda x, i, s: x.scatter_reduce(1, i, s, "sum", include_self=False),
+     (Fl(3, 6), In(2, 4, lo=0, hi=5), Fl(2, 5))),
+    ("scatter_reduce_mean", lambda x, i, s: x.scatter_reduce(1, i, s, "mean"), (Fl(3, 6), In(2, 4, lo=0, hi=5), Fl(2, 5))),
+    ("scatter_reduce_mean_int", lambda x, i, s: x.scatter_reduce(0, i, s, "mean", include_self=False),
+     (In(4, 3, lo=-20, hi=20), In(5, 3, lo=0, hi=3), In(5, 3, lo=-20, hi=20))),
+    ("scatter_reduce_amax", lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+     (Fl(4, 3), In(5, 3, lo=0, hi=3), Fl(5, 3))),
+    ("scatter_reduce_amin_prod", lambda x, i, s: (x.scatter_reduce(0, i, s, "amin"), x.scatter_reduce(0, i, s, "prod")),
+     (Fl(4, 3), In(5, 3, lo=0, hi=3), Fl(5, 3))),
+    ("slice_scatter_step", lambda x, s: torch.slice_scatter(x, s, 1, 1, None, 2), (Fl(3, 7, 2), Fl(3, 3, 2))),
+    ("select_scatter", lambda x, s: torch.select_scatter(x, s, 2, -1), (Fl(3, 4, 5), Fl(3, 4))),
+    ("as_strided", lambda x: torch.as_strided(x, (3, 2, 2), (4, 1, 3), 1), (Fl(4, 4),)),
+    ("masked_scatter_bcast", lambda x, m, s: torch.masked_scatter(x, m, s), (Fl(3, 4), Bo(3, 1), Fl(4, 4))),
+    ("softmax_float64", lambda x: torch.softmax(x, 1, dtype=torch.float64), (Fl(3, 5),)),
+    ("log_softmax_float64", lambda x: torch.log_softmax(x.double(), 0), (Fl(3, 5),)),
+]:
+    case(f"more_{_name}", _fn, *_specs)
 
 # ---- pooling
 for _name, _fn, _spec in [
@@ -698,6 +742,9 @@ for _name, _fn, _specs in [
      (Q, K, V, Bo(1, 1, 1, 7))),
     ("sdpa_scale", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3), (Q, K, V)),
     ("sdpa_gqa", lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), (Fl(1, 4, 5, 8), Fl(1, 2, 7, 8), Fl(1, 2, 7, 8))),
+    ("sdpa_mqa_bcast", F.scaled_dot_product_attention, (Fl(2, 4, 5, 8), Fl(2, 1, 7, 8), Fl(2, 1, 7, 6))),
+    ("sdpa_kv_batch_bcast", F.scaled_dot_product_attention, (Fl(2, 4, 5, 8), Fl(1, 4, 7, 8), Fl(1, 1, 7, 6))),
+    ("sdpa_3d_kv_bcast", F.scaled_dot_product_attention, (Fl(3, 5, 8), Fl(1, 7, 8), Fl(3, 7, 6))),
     ("sdpa_3d", F.scaled_dot_product_attention, (Fl(3, 5, 8), Fl(3, 7, 8), Fl(3, 7, 8))),
     ("mha", torch.nn.MultiheadAttention(8, 2, batch_first=True).eval(), (Fl(2, 5, 8), Fl(2, 5, 8), Fl(2, 5, 8))),
 ]:

@@ -119,7 +119,8 @@ def keep_ops() -> list[Any]:
 
     aten = torch.ops.aten
     return [aten.scaled_dot_product_attention.default, aten.silu.default, aten.hardswish.default,
-            aten.hardsigmoid.default, aten.rms_norm.default, aten.linear.default]
+            aten.hardsigmoid.default, aten.rms_norm.default, aten.linear.default,
+            aten.col2im.default]  # col2im: its decomposition is an index_put with leading None indices
 
 
 def decompose(ep: Any) -> Any:

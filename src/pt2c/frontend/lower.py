@@ -15,7 +15,7 @@ import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value
-from pt2c.ops import LOWERINGS, OPS
+from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 
 # a folded constant may be at most this big, or as big as its inputs (no blob blow-up)
 FOLD_MAX_BYTES = 1 << 20
@@ -297,7 +297,7 @@ class Lowering:
         fn = LOWERINGS.get(target)
         origin = origin_of(node)
         if fn is None:
-            self.problems.append((target, origin.describe(), ""))
+            self.problems.append((target, origin.describe(), UNSUPPORTED.get(target, "")))
             return _Poison()
         try:
             args = self.normalize(node)

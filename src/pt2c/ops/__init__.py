@@ -29,6 +29,7 @@ class OpDef:
 
 OPS: dict[str, OpDef] = {}
 LOWERINGS: dict[str, Callable[..., Any]] = {}  # str(aten overload) -> lowering function
+UNSUPPORTED: dict[str, str] = {}  # str(aten overload) pt2c does not lower -> why (error text, docs/ops.md)
 
 
 def defop(name: str, ref: Callable[..., Any], emit: Callable[..., None], **kw: Any) -> OpDef:
@@ -54,3 +55,4 @@ def lowers(*targets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 # Import the op modules for their registrations.
 from pt2c.ops import creation, elementwise, linalg, nn, shape  # noqa: F401
 from pt2c.ops import extra  # noqa: F401,E402
+from pt2c.ops import more  # noqa: F401,E402

@@ -736,8 +736,12 @@ def lower_conv_transpose(ctx: Any, a: dict[str, Any]) -> Value:
     if x.dtype != "float32" or w.dtype != "float32":
         ctx.fail(f"transposed convolution is implemented for float32 only (got {x.dtype})")
     nd = len(w.shape) - 2
+    if nd == 3:
+        from pt2c.ops.more import lower_conv_nd
+
+        return lower_conv_nd(ctx, a)
     if nd not in (1, 2):
-        ctx.fail(f"only 1-d and 2-d transposed convolutions are supported (got {nd}-d)")
+        ctx.fail(f"only 1-d, 2-d and 3-d transposed convolutions are supported (got {nd}-d)")
     stride, padding, dilation = list(a["stride"]), list(a["padding"]), list(a["dilation"])
     opad = list(a.get("output_padding") or [0])
     stride, padding, dilation, opad = [(v * nd)[:nd] if len(v) == 1 else v for v in (stride, padding, dilation, opad)]
@@ -913,8 +917,12 @@ def lower_conv_direct(ctx: Any, a: dict[str, Any]) -> Value:
     if x.dtype != "float32" or w.dtype != "float32":
         ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
     nd = len(w.shape) - 2
+    if nd == 3:
+        from pt2c.ops.more import lower_conv_nd
+
+        return lower_conv_nd(ctx, a)
     if nd not in (1, 2):
-        ctx.fail(f"only 1-d and 2-d convolutions are supported (got {nd}-d)")
+        ctx.fail(f"only 1-d, 2-d and 3-d convolutions are supported (got {nd}-d)")
     stride, padding, dilation = list(a["stride"]), list(a["padding"]), list(a["dilation"])
     stride, padding, dilation = [(v * nd)[:nd] if len(v) == 1 else v for v in (stride, padding, dilation)]
     xs = ctx.view(x, (1, *x.shape)) if len(x.shape) == nd + 1 else x

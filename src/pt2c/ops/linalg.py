@@ -236,6 +236,29 @@ def is_depthwise(node: Node) -> bool:
     return node.attrs["groups"] == C and C > 1
 
 
+def use_winograd(node: Node) -> bool:
+    """Winograd F(4x4, 3x3) (pt2c_conv2d_wino) instead of im2col + GEMM: 3x3, stride 1,
+    dilation 1, ungrouped, and enough output pixels and channels for the 4x fewer
+    multiplications to pay for the transforms (bench/conv_bench.py)."""
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    C, OC, OH, OW = x.shape[1], out.shape[1], out.shape[2], out.shape[3]
+    return (tuple(at["kernel"]) == (3, 3) and tuple(at["stride"]) == (1, 1) and tuple(at["dilation"]) == (1, 1)
+            and at["groups"] == 1 and C >= 16 and OC >= 16 and ((OH + 3) // 4) * ((OW + 3) // 4) >= 16)
+
+
+def use_smallp(node: Node) -> bool:
+    """pt2c_conv2d_smallp (pixels as the GEMM's 6-row side) instead of pt2c_conv2d: ungrouped, not
+    1x1/stride 1, and so few output pixels that 16-wide pixel panels would waste >= 15% (7x7 maps:
+    49 of 64).  bench: 1.1-1.35x on ResNet-18's 7x7 convs."""
+    at = node.attrs
+    out = node.outputs[0]
+    P = out.shape[2] * out.shape[3]
+    pointwise = tuple(at["kernel"]) == (1, 1) and tuple(at["stride"]) == (1, 1) and tuple(at["padding"]) == (0, 0)
+    waste = ((P + 15) // 16 * 16 - P) / max(1, (P + 15) // 16 * 16)
+    return at["groups"] == 1 and not pointwise and 0 < P <= 64 and waste >= 0.15
+
+
 def _emit_conv2d(em: Any, node: Node) -> None:
     at = node.attrs
     x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
@@ -248,6 +271,12 @@ def _emit_conv2d(em: Any, node: Node) -> None:
     if is_depthwise(node):
         em.line(f"pt2c_conv2d_depthwise({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW});")
+    elif at.get("winograd"):
+        em.line(f"pt2c_conv2d_wino({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {ph}, {pw}, {OH}, {OW}, "
+                f"{em.scratch(node)}); /* Winograd F(4x4, 3x3) */")
+    elif at.get("smallp"):
+        em.line(f"pt2c_conv2d_smallp({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
+                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
     else:
         em.line(f"pt2c_conv2d({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {at['groups']}, {OH}, {OW}, {em.scratch(node)});")
@@ -260,6 +289,11 @@ def _conv_scratch(node: Node) -> int:
 
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
+    if at.get("winograd"):
+        return 4 * scratch.conv2d_wino_scratch_floats(x.shape[1], out.shape[1], out.shape[2], out.shape[3])
+    if at.get("smallp"):
+        return 4 * scratch.conv2d_smallp_scratch_floats(x.shape[1], out.shape[1], *at["kernel"], *at["stride"],
+                                                        *at["padding"], out.shape[2], out.shape[3])
     return 4 * scratch.conv2d_scratch_floats(x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"],
                                             *at["padding"], *at["dilation"], at["groups"], out.shape[2], out.shape[3])
 
@@ -269,6 +303,11 @@ def _conv_scratch_c(node: Node) -> str:
     x, out = node.inputs[0], node.outputs[0]
     if is_depthwise(node):
         return "0"
+    if at.get("winograd"):
+        return f"4 * pt2c_conv2d_wino_scratch_floats({x.shape[1]}, {out.shape[1]}, {out.shape[2]}, {out.shape[3]})"
+    if at.get("smallp"):
+        args = [x.shape[1], out.shape[1], *at["kernel"], *at["stride"], *at["padding"], out.shape[2], out.shape[3]]
+        return f"4 * pt2c_conv2d_smallp_scratch_floats({', '.join(map(str, args))})"
     args = [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"], *at["padding"],
             *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
     return f"4 * pt2c_conv2d_scratch_floats({', '.join(map(str, args))})"
@@ -288,7 +327,7 @@ def _lower_conv(ctx: Any, a: dict[str, Any]) -> Value:
         return lower_conv_transpose(ctx, a)
     if x.dtype != "float32":
         ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
-    if not w.is_const:
+    if not w.is_const or len(w.shape) == 5:  # runtime weights, or 3-d: a direct loop
         from pt2c.ops.extra import lower_conv_direct
 
         return lower_conv_direct(ctx, a)
@@ -376,6 +415,29 @@ defop("sdpa", _ref_sdpa, _emit_sdpa, kernels=("attention",), scratch=_sdpa_scrat
       flops=lambda n: 4 * n.inputs[0].numel * n.inputs[1].shape[-2])
 
 
+def _sdpa_bcast_kv(ctx: Any, q: Value, k: Value, v: Value) -> list[Value]:
+    """Broadcast size-1 batch (and head) dims of 4-d key/value to the query's, as torch does.
+
+    One head shared by both key and value (multi-query attention) stays as is: the kernel's GQA
+    indexing (kv head = h / (H / Hkv)) reads that head for every query head."""
+    from pt2c.ops.shape import contiguous_strides, make_strided
+
+    mqa = k.shape[1] == 1 and v.shape[1] == 1
+    res = []
+    for hint, t in (("kb", k), ("vb", v)):
+        shape = list(t.shape)
+        if shape[0] == 1:
+            shape[0] = q.shape[0]
+        if shape[1] == 1 and not mqa:
+            shape[1] = q.shape[1]
+        if tuple(shape) != t.shape:
+            st = contiguous_strides(t.shape)
+            strides = tuple(0 if t.shape[i] != shape[i] else st[i] for i in range(4))
+            t = make_strided(ctx, t, ctx.new(hint, tuple(shape), t.dtype), strides, 0)
+        res.append(t)
+    return res
+
+
 @lowers("aten.scaled_dot_product_attention.default")
 def _lower_sdpa(ctx: Any, a: dict[str, Any]) -> Value:
     q, k, v, mask = a["query"], a["key"], a["value"], a.get("attn_mask")
@@ -385,6 +447,7 @@ def _lower_sdpa(ctx: Any, a: dict[str, Any]) -> Value:
     if len(q.shape) == 3 and len(k.shape) == 3 and len(v.shape) == 3 and q.dtype == "float32":
         # [B, L, D]: one head
         q, k, v = (ctx.view(t, (1, *t.shape)) for t in (q, k, v))
+        k, v = _sdpa_bcast_kv(ctx, q, k, v)
         if mask is not None and len(mask.shape) == 3:
             mask = ctx.view(mask, (1, *mask.shape))
         y = ctx.new("attn4", (1, *out.shape), "float32")
@@ -396,7 +459,12 @@ def _lower_sdpa(ctx: Any, a: dict[str, Any]) -> Value:
         return ctx.view(y, out.shape, out=out)
     if len(q.shape) != 4 or q.dtype != "float32":
         ctx.fail("scaled_dot_product_attention is supported for 4-d float32 [B, H, L, D] inputs")
-    if k.shape[1] != q.shape[1] and not a.get("enable_gqa"):
+    if len(k.shape) == 4 and len(v.shape) == 4:
+        k, v = _sdpa_bcast_kv(ctx, q, k, v)
+    if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0] \
+            or k.shape[1] != v.shape[1]:
+        ctx.fail("scaled_dot_product_attention: key/value batch or head dims do not match the query's")
+    if k.shape[1] != q.shape[1] and not a.get("enable_gqa") and k.shape[1] != 1:
         ctx.fail("key/value heads differ from query heads without enable_gqa")
     scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
     ins = [q, k, v]

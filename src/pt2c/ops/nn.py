@@ -172,12 +172,25 @@ def _ref_softmax(node: Node, x: np.ndarray) -> np.ndarray:
     e = np.exp(x64 - m)
     s = e.sum(d, keepdims=True)
     y = np.log(e / s) if node.attrs["log"] else e / s
-    return y.astype(np.float32)
+    return y.astype(np.float64 if node.outputs and node.outputs[0].dtype == "float64" else np.float32)
 
 
 def _emit_softmax(em: Any, node: Node) -> None:
     x = node.inputs[0]
     outer, dim, inner = _outer_inner(x.shape, node.attrs["dim"])
+    if x.dtype == "float64":  # a generated loop in double (the kernels are float32)
+        X, Y = em.ptr(x), em.ptr(node.outputs[0])
+        em.line(f"for (size_t u_o = 0; u_o < {outer}; u_o++) for (size_t u_i = 0; u_i < {inner}; u_i++) {{")
+        em.line(f"    const double *u_x = {X} + u_o * {dim * inner} + u_i; double *u_y = {Y} + u_o * {dim * inner} + u_i;")
+        em.line("    double u_m = -INFINITY, u_s = 0.0;")
+        em.line(f"    for (size_t u_k = 0; u_k < {dim}; u_k++) if (u_x[u_k * {inner}] > u_m || u_x[u_k * {inner}] != u_x[u_k * {inner}]) u_m = u_x[u_k * {inner}];")
+        em.line(f"    for (size_t u_k = 0; u_k < {dim}; u_k++) u_s += exp(u_x[u_k * {inner}] - u_m);")
+        if node.attrs["log"]:
+            em.line(f"    for (size_t u_k = 0; u_k < {dim}; u_k++) u_y[u_k * {inner}] = u_x[u_k * {inner}] - u_m - log(u_s);")
+        else:
+            em.line(f"    for (size_t u_k = 0; u_k < {dim}; u_k++) u_y[u_k * {inner}] = exp(u_x[u_k * {inner}] - u_m) / u_s;")
+        em.line("}")
+        return
     fn = "pt2c_log_softmax" if node.attrs["log"] else "pt2c_softmax"
     em.line(f"{fn}({em.ptr(node.outputs[0])}, {em.ptr(x)}, {outer}, {dim}, {inner});")
 
@@ -189,8 +202,8 @@ defop("softmax", _ref_softmax, _emit_softmax, kernels=("norm",), flops=lambda n:
 def _lower_softmax(ctx: Any, a: dict[str, Any]) -> Value:
     x = a["self"]
     out = ctx.out()
-    if x.dtype != "float32" or out.dtype != "float32":
-        ctx.fail(f"softmax is implemented for float32 only (got {x.dtype})")
+    if x.dtype not in ("float32", "float64") or out.dtype != x.dtype:
+        ctx.fail(f"softmax is implemented for float32 and float64 (got {x.dtype} -> {out.dtype})")
     dim = _norm_dim(a["dim"], len(x.shape)) if x.shape else 0
     if not x.shape:
         x = ctx.view(x, (1,))
