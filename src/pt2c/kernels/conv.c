@@ -390,24 +390,61 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
         float *op = out + (ptrdiff_t)plane * OHW;
         const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
         int oh, ow, kh, kw;
+        /* 3x3, dilation 1: output columns whose 3 taps all land inside the row */
+        const int fast = KH == 3 && KW == 3 && dh == 1 && dw == 1;
+        const int lo3 = PT2C_MIN(OW, (pw + sw - 1) / sw);
+        const int hi3 = W - 3 + pw < 0 ? lo3 : PT2C_MAX(lo3, PT2C_MIN(OW, (W - 3 + pw) / sw + 1));
         for (oh = 0; oh < OH; oh++) {
             float *PT2C_RESTRICT orow = op + (ptrdiff_t)oh * OW;
-            for (ow = 0; ow < OW; ow++) orow[ow] = bias;
-            for (kh = 0; kh < KH; kh++) {
-                const int ih = oh * sh - ph + kh * dh;
-                const float *PT2C_RESTRICT irow;
-                if (ih < 0 || ih >= H) continue;
-                irow = ip + (ptrdiff_t)ih * W;
-                for (kw = 0; kw < KW; kw++) {
-                    const float wv = wk[kh * KW + kw];
-                    const int iw0 = kw * dw - pw; /* input column of output column 0 */
-                    /* output columns whose tap lands inside the row: 0 <= ow*sw + iw0 < W */
-                    const int lo = PT2C_MIN(OW, iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw);
-                    const int hi = PT2C_MIN(OW, iw0 > W - 1 ? 0 : (W - 1 - iw0) / sw + 1);
-                    if (sw == 1) /* contiguous: vectorises */
-                        for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow + iw0];
-                    else
-                        for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow * sw + iw0];
+            const int ih0 = oh * sh - ph;
+            if (fast && ih0 >= 0 && ih0 + 2 < H && hi3 > lo3) {
+                /* interior row: all nine taps summed in registers per output (in the order of the
+                 * tap-by-tap loop below), edge columns by the general loop */
+                const float *r0 = ip + (ptrdiff_t)ih0 * W, *r1 = r0 + W, *r2 = r1 + W;
+                const float w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4], w5 = wk[5], w6 = wk[6],
+                            w7 = wk[7], w8 = wk[8];
+                if (sw == 1) {
+                    for (ow = lo3; ow < hi3; ow++) {
+                        const int x = ow - pw;
+                        orow[ow] = bias + w0 * r0[x] + w1 * r0[x + 1] + w2 * r0[x + 2] + w3 * r1[x] + w4 * r1[x + 1] +
+                                   w5 * r1[x + 2] + w6 * r2[x] + w7 * r2[x + 1] + w8 * r2[x + 2];
+                    }
+                } else {
+                    for (ow = lo3; ow < hi3; ow++) {
+                        const int x = ow * sw - pw;
+                        orow[ow] = bias + w0 * r0[x] + w1 * r0[x + 1] + w2 * r0[x + 2] + w3 * r1[x] + w4 * r1[x + 1] +
+                                   w5 * r1[x + 2] + w6 * r2[x] + w7 * r2[x + 1] + w8 * r2[x + 2];
+                    }
+                }
+                for (ow = 0; ow < OW; ow++) {
+                    float acc = bias;
+                    if (ow == lo3) ow = hi3; /* skip the interior */
+                    if (ow >= OW) break;
+                    for (kh = 0; kh < 3; kh++)
+                        for (kw = 0; kw < 3; kw++) {
+                            const int iw = ow * sw - pw + kw;
+                            if (iw >= 0 && iw < W) acc += wk[kh * 3 + kw] * ip[(ptrdiff_t)(ih0 + kh) * W + iw];
+                        }
+                    orow[ow] = acc;
+                }
+            } else {
+                for (ow = 0; ow < OW; ow++) orow[ow] = bias;
+                for (kh = 0; kh < KH; kh++) {
+                    const int ih = oh * sh - ph + kh * dh;
+                    const float *PT2C_RESTRICT irow;
+                    if (ih < 0 || ih >= H) continue;
+                    irow = ip + (ptrdiff_t)ih * W;
+                    for (kw = 0; kw < KW; kw++) {
+                        const float wv = wk[kh * KW + kw];
+                        const int iw0 = kw * dw - pw; /* input column of output column 0 */
+                        /* output columns whose tap lands inside the row: 0 <= ow*sw + iw0 < W */
+                        const int lo = PT2C_MIN(OW, iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw);
+                        const int hi = PT2C_MIN(OW, iw0 > W - 1 ? 0 : (W - 1 - iw0) / sw + 1);
+                        if (sw == 1) /* contiguous: vectorises */
+                            for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow + iw0];
+                        else
+                            for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow * sw + iw0];
+                    }
                 }
             }
             if (ep && ep->residual) {

@@ -248,15 +248,16 @@ def use_winograd(node: Node) -> bool:
 
 
 def use_smallp(node: Node) -> bool:
-    """pt2c_conv2d_smallp (pixels as the GEMM's 6-row side) instead of pt2c_conv2d: ungrouped, not
-    1x1/stride 1, and so few output pixels that 16-wide pixel panels would waste >= 15% (7x7 maps:
-    49 of 64).  bench: 1.1-1.35x on ResNet-18's 7x7 convs."""
+    """pt2c_conv2d_smallp (pixels as the GEMM's 6-row side) instead of pt2c_conv2d: ungrouped, and so
+    few output pixels that 16-wide pixel panels would waste >= 15% (7x7 maps: 49 of 64).  Measured
+    1.1-1.35x on 7x7 3x3 and 1x1 convs, but 0.86x on strided 1x1 ones, which keep pt2c_conv2d."""
     at = node.attrs
     out = node.outputs[0]
     P = out.shape[2] * out.shape[3]
-    pointwise = tuple(at["kernel"]) == (1, 1) and tuple(at["stride"]) == (1, 1) and tuple(at["padding"]) == (0, 0)
+    one_by_one = tuple(at["kernel"]) == (1, 1)
+    strided_1x1 = one_by_one and (tuple(at["stride"]) != (1, 1) or tuple(at["padding"]) != (0, 0))
     waste = ((P + 15) // 16 * 16 - P) / max(1, (P + 15) // 16 * 16)
-    return at["groups"] == 1 and not pointwise and 0 < P <= 64 and waste >= 0.15
+    return at["groups"] == 1 and not strided_1x1 and 0 < P <= 64 and waste >= 0.15
 
 
 def _emit_conv2d(em: Any, node: Node) -> None:
