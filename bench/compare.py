@@ -1,12 +1,13 @@
 """pt2c vs PyTorch eager, torch.compile, AOTInductor and ONNX Runtime: latency, error, memory.
 
     python bench/compare.py [--models mlp,mlp_b64,resnet18,mobilenetv2,bert,gpt2] [--threads 1,2]
-                            [--engines pt2c,eager,compile,aoti,ort] [--runs 24] [--md docs/BENCHMARKS.md]
+                            [--engines pt2c,pt2c_mv,eager,compile,aoti,ort] [--runs 24] [--md docs/BENCHMARKS.md]
                             [--png docs/benchmarks.png] [--json results.json]
 
 Method
   * Preparation (this process, per model): the zoo model at its "bench" size is exported
-    with torch.export; pt2c compiles it for x86_64-v3 and builds it with -O3 (gcc, OpenMP);
+    with torch.export; pt2c compiles it for x86_64-v3 ("pt2c") and for x86_64-v3,x86_64-v4
+    ("pt2c_mv": multi-versioned, AVX-512 where the CPU has it) and builds it with -O3 (gcc, OpenMP);
     AOTInductor packages it (torch._inductor.aoti_compile_and_package); torch.onnx.export
     (dynamo exporter, falling back to the TorchScript one) writes an .onnx file.  The eager
     output on the example inputs is the reference.
@@ -16,8 +17,9 @@ Method
     process and each engine's memory is its own.  The pt2c worker never imports torch
     (ctypes + numpy).  After warm-up (torch.compile compiles here), the workers are
     driven round-robin: each round every worker runs --per-round inferences, for
-    --runs / --per-round rounds, so machine drift hits all engines alike.  Reported:
-    median latency over all runs.
+    --runs / --per-round rounds, so machine drift hits all engines alike.  Every engine keeps
+    its default thread wait policy (pt2c's runner sets GOMP_SPINCOUNT=20000, see
+    runtime/runner.py).  Reported: median latency over all runs.
   * Error: max |out - eager| over the output (eager's own worker output vs the reference
     computed in the parent, so eager shows its run-to-run difference, normally 0).
   * Memory: the worker's peak resident set (VmHWM in /proc/self/status) after all its
@@ -44,7 +46,10 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENGINES = ("pt2c", "eager", "compile", "aoti", "ort")
+# pt2c: built for x86_64-v3 (AVX2+FMA); pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact
+# (one library for a fleet; init picks the AVX-512 path where the CPU has it)
+ENGINES = ("pt2c", "pt2c_mv", "eager", "compile", "aoti", "ort")
+PT2C_TARGETS = {"pt2c": "x86_64-v3", "pt2c_mv": "x86_64-v3,x86_64-v4"}
 MODELS = ("mlp", "mlp_b64", "resnet18", "mobilenetv2", "bert", "gpt2")
 
 
@@ -89,12 +94,12 @@ def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
         out.flush()
 
     try:
-        if engine == "pt2c":
+        if engine in PT2C_TARGETS:
             sys.path.insert(0, str(ROOT / "src"))
             from pt2c.runtime.runner import Model
 
             rss0 = _rss_kib()
-            m = Model(wd / "pt2c")
+            m = Model(wd / engine)
             fn = lambda: m.run(xs)[0]  # noqa: E731
         elif engine == "ort":
             import onnxruntime as ort
@@ -187,9 +192,9 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
             failures[engine] = f"prepare: {msg}"
             log(f"  {spec}: {engine} FAILED to prepare: {msg}")
 
-    def do_pt2c():
-        pt2c.compile(ep, wd / "pt2c", name=spec, target="x86_64-v3")
-        pt2c.build(wd / "pt2c", cflags="-O3 -std=c99")
+    def do_pt2c(engine: str) -> None:
+        pt2c.compile(ep, wd / engine, name=spec, target=PT2C_TARGETS[engine])
+        pt2c.build(wd / engine, cflags="-O3 -std=c99")
 
     def do_aoti():
         torch._inductor.aoti_compile_and_package(ep, package_path=str(wd / "model.pt2"))
@@ -205,7 +210,8 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
                 errs.append(f"dynamo={dynamo}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         raise RuntimeError("; ".join(errs))
 
-    step("pt2c", do_pt2c)
+    for eng in PT2C_TARGETS:
+        step(eng, lambda eng=eng: do_pt2c(eng))
     step("aoti", do_aoti)
     step("ort", do_ort)
     return failures
@@ -288,7 +294,7 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
 
     lines = [f"\n### {time.strftime('%Y-%m-%d %H:%M')}: engine comparison, {machine}\n",
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
-             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, gcc -O3 x86_64-v3 for pt2c. "
+             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000). "
              f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin, "
              "each engine/thread count in its own process"
              + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "

@@ -1,12 +1,13 @@
 """pt2c library alone, 1 vs 2 (or more) threads, each setting in a fresh process without torch.
 
     python bench/threads.py [--models resnet18,mlp_b64] [--threads 1,2] [--runs 30]
-                            [--wait-policy default,passive] [--rounds 3]
+                            [--wait-policy runner,default,passive] [--rounds 3]
 
 Compiles each model once (x86_64-v3, -O3, OpenMP), then for every (threads, OMP_WAIT_POLICY)
 setting starts a fresh Python process that loads the library through the ctypes runner
 (numpy only: no torch, so only the system libgomp is loaded).  Wait policy "default" is
-libgomp's own (spin a while, then sleep; the runner would otherwise set PASSIVE) and reports the median of
+libgomp's own (spin 300k iterations, then sleep), "runner" what pt2c's runner sets
+(GOMP_SPINCOUNT=20000), "passive" OMP_WAIT_POLICY=PASSIVE.  Each child reports the median of
 --runs runs after warm-up.  Settings are cycled --rounds times (interleaved) and the median
 over rounds is printed, since a shared machine drifts.
 """
@@ -25,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import ctypes, os, sys, time, json, numpy as np
-if "OMP_WAIT_POLICY" not in os.environ:  # libgomp's own default: load it before the runner sets PASSIVE
-    ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
+if os.environ.pop("PT2C_THR_LIBGOMP_DEFAULT", None):  # libgomp's own default: load it before the runner
+    ctypes.CDLL("libgomp.so.1", mode=ctypes.RTLD_GLOBAL)  # sets its spin count
 sys.path.insert(0, sys.argv[1])
 from pt2c.runtime.runner import Model
 m = Model(sys.argv[2])
@@ -44,7 +45,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default="resnet18,mlp_b64")
     ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--wait-policy", default="default,passive")
+    ap.add_argument("--wait-policy", default="runner,default,passive",
+                    help="runner: what pt2c's runner sets (GOMP_SPINCOUNT=20000); default: libgomp's own; "
+                         "passive / active: OMP_WAIT_POLICY")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--src", default=str(ROOT / "src"), help="pt2c source tree to compile with (A/B runs)")
@@ -72,7 +75,10 @@ def main() -> None:
             for nt, wp in settings:
                 env = dict(os.environ, OMP_NUM_THREADS=str(nt))
                 env.pop("OMP_WAIT_POLICY", None)
-                if wp != "default":
+                env.pop("GOMP_SPINCOUNT", None)
+                if wp == "default":
+                    env["PT2C_THR_LIBGOMP_DEFAULT"] = "1"
+                elif wp != "runner":
                     env["OMP_WAIT_POLICY"] = wp.upper()
                 out = subprocess.run([sys.executable, "-c", CHILD, args.src, str(wd / "out"), str(args.runs), *ins],
                                      env=env, capture_output=True, text=True, check=True)

@@ -181,3 +181,20 @@ def test_compare_rule():
     c = compare("i", ints + np.array([0, 0, 1]), ints, 1.0)
     assert not c.passed and c.tol_abs == 0
     assert not compare("o", np.zeros((2, 3)), np.zeros((3, 2)), 1e-4).passed
+
+
+def test_compile_no_winograd_and_multiversion(tmp_path):
+    """--no-winograd keeps 3x3 convs on im2col; a comma list of x86-64 levels multi-versions."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.ReLU()).eval()
+    pt2 = tmp_path / "c.pt2"
+    torch.export.save(torch.export.export(model, (torch.randn(1, 16, 16, 16),)), pt2)
+    for extra, wino in (([], True), (["--no-winograd"], False)):
+        out = tmp_path / f"w{int(wino)}"
+        r = invoke("compile", pt2, "-o", out, "--target", "x86_64,x86_64-v3", *extra)
+        assert r.exit_code == 0, r.output
+        src = (out / "c.c").read_text()
+        assert ("pt2c_conv2d_wino(" in src) == wino and ("--no-winograd" in src) == (not wino)
+        assert (out / "c_x86_64_v3.c").is_file()
+        assert json.loads((out / "manifest.json").read_text())["target"] == "x86_64,x86_64-v3"
+    r = invoke("compile", pt2, "-o", tmp_path / "bad", "--target", "x86_64,riscv64")
+    assert r.exit_code != 0 and "multi-versioning combines the x86-64 levels" in r.output

@@ -615,3 +615,32 @@ def test_sanitizers(tmp_path, flags):
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="print_stacktrace=1")
     r = subprocess.run([str(exe)], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+
+
+def _host_has_avx512() -> bool:
+    try:
+        flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return False
+    return all(f in flags for f in ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"))
+
+
+def test_avx512_build(tmp_path):
+    """x86-64-v4: the 6x32 AVX-512 micro-kernel (two B panels at once), every epilogue, partial
+    tiles, k blocks and the kernels built on the GEMM.  Run where the CPU has AVX-512; elsewhere
+    compiled only (the init-time CPU check keeps such a library from running there)."""
+    dll = _build(tmp_path, "avx512", "gcc", ["-O2", "-march=x86-64-v4"])
+    if not _host_has_avx512():
+        pytest.skip("compiled; this CPU has no AVX-512 to run it")
+    for (M, N, K), a_mode, b_mode in [((6, 32, 40), "packed", "packed"), ((100, 300, 300), "row", "row"),
+                                      ((13, 70, 513), "packed", "packed"), ((301, 37, 200), "trans", "packed"),
+                                      ((4, 1000, 300), "row", "packed"), ((64, 48, 1), "row", "row")]:
+        for act in ("none", "relu", "clamp", "gelu"):
+            run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act=act)
+            run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act=act)
+    for case in CONV_CASES:
+        run_conv(dll, case)
+    for case in SMALLP_CASES:
+        run_conv(dll, case, smallp=True)
+    for case in WINO_CASES:
+        run_wino(dll, case)

@@ -381,6 +381,79 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
     }
 }
 
+#if defined(PT2C_SIMD_AVX512)
+/* AVX-512: a 6 x 32 tile over two adjacent packed-B panels (b0: columns j0..j0+15, b1: the next
+ * 16), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
+ * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
+ * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded).  Full
+ * tiles with a bias/residual/relu/clamp epilogue are stored from registers (same operation
+ * order as pt2c_gemm_store_tile); the rest spill to pt2c_gemm_store_tile. */
+static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
+                                        const float *PT2C_RESTRICT b1, float *c, int ldc, int mr, int accumulate,
+                                        const pt2c_epilogue *ep, int i0, int j0)
+{
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    int k, i;
+    if (mr == PT2C_GEMM_MR)
+        for (i = 0; i < PT2C_GEMM_MR; i++) {
+            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
+            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
+        }
+    for (k = 0; k < kc; k++) {
+        __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
+        av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);
+        av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
+        av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
+        av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31);
+        av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
+        av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
+        a += PT2C_GEMM_MR;
+        b0 += PT2C_GEMM_NR;
+        b1 += PT2C_GEMM_NR;
+    }
+    if (mr == PT2C_GEMM_MR && PT2C_GEMM_EP_IN_REGS(ep)) {
+        const __m512 zero = _mm512_setzero_ps();
+        __m512 acc[12];
+        acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11, acc[4] = c20, acc[5] = c21;
+        acc[6] = c30, acc[7] = c31, acc[8] = c40, acc[9] = c41, acc[10] = c50, acc[11] = c51;
+        for (i = 0; i < PT2C_GEMM_MR; i++) {
+            float *r = c + (ptrdiff_t)i * ldc;
+            __m512 v0 = acc[2 * i], v1 = acc[2 * i + 1];
+            if (accumulate) v0 = _mm512_add_ps(v0, _mm512_loadu_ps(r)), v1 = _mm512_add_ps(v1, _mm512_loadu_ps(r + 16));
+            if (ep) {
+                if (ep->bias && ep->bias_per_row) {
+                    __m512 bb = _mm512_set1_ps(ep->bias[i0 + i]);
+                    v0 = _mm512_add_ps(v0, bb), v1 = _mm512_add_ps(v1, bb);
+                } else if (ep->bias) {
+                    v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ep->bias + j0));
+                    v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ep->bias + j0 + 16));
+                }
+                if (ep->residual) {
+                    const float *rr = ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0;
+                    v0 = _mm512_add_ps(v0, _mm512_loadu_ps(rr)), v1 = _mm512_add_ps(v1, _mm512_loadu_ps(rr + 16));
+                }
+                if (ep->act == PT2C_ACT_RELU) { /* max returns its 2nd operand on NaN: x > 0 ? x : 0 */
+                    v0 = _mm512_max_ps(v0, zero), v1 = _mm512_max_ps(v1, zero);
+                } else if (ep->act == PT2C_ACT_CLAMP) {
+                    __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
+                    v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
+                }
+            }
+            _mm512_storeu_ps(r, v0), _mm512_storeu_ps(r + 16, v1);
+        }
+    } else {
+        float t0[PT2C_GEMM_MR * PT2C_GEMM_NR], t1[PT2C_GEMM_MR * PT2C_GEMM_NR];
+        _mm512_storeu_ps(t0, c00), _mm512_storeu_ps(t1, c01), _mm512_storeu_ps(t0 + 16, c10);
+        _mm512_storeu_ps(t1 + 16, c11), _mm512_storeu_ps(t0 + 32, c20), _mm512_storeu_ps(t1 + 32, c21);
+        _mm512_storeu_ps(t0 + 48, c30), _mm512_storeu_ps(t1 + 48, c31), _mm512_storeu_ps(t0 + 64, c40);
+        _mm512_storeu_ps(t1 + 64, c41), _mm512_storeu_ps(t0 + 80, c50), _mm512_storeu_ps(t1 + 80, c51);
+        pt2c_gemm_store_tile(c, ldc, t0, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0);
+        pt2c_gemm_store_tile(c + PT2C_GEMM_NR, ldc, t1, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0 + PT2C_GEMM_NR);
+    }
+}
+#endif
+
 /* ---- packing ---- */
 
 /* B(k,j) = b[k*rsb + j*csb], kc x nc  ->  NR-wide panels, zero-padded. */
@@ -546,6 +619,16 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                 for (jr = 0; jr < nc; jr += NR) {
                     int nr = PT2C_MIN(NR, nc - jr);
                     const float *bj = bp + (jr / NR) * bps;
+#if defined(PT2C_SIMD_AVX512)
+                    if (!a_direct && jr + 2 * NR <= nc) { /* two full panels at once, 6 x 32 */
+                        for (ir = 0; ir < mc; ir += MR)
+                            pt2c_gemm_ukernel_x2_avx512(kc, ap + (ir / MR) * aps, bj, bj + bps,
+                                                        C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
+                                                        PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr);
+                        jr += NR;
+                        continue;
+                    }
+#endif
                     for (ir = 0; ir < mc; ir += MR) {
                         int mr = PT2C_MIN(MR, mc - ir);
                         float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;

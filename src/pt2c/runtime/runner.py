@@ -41,10 +41,13 @@ class Model:
             raise RunError(f"{lib_path} not found.\nWhat to try: build it first: pt2c build {self.dir}")
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = str(threads)
-        # Idle OpenMP threads sleep instead of spinning (unless the caller chose otherwise):
-        # on a shared or busy machine libgomp's default spin-wait made 2 threads several times
-        # slower than 1 (docs/BENCHMARKS.md).  Only read if libgomp is not loaded yet.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        # Idle OpenMP threads spin briefly, then sleep (unless the caller chose a policy): libgomp's
+        # default spin (300k iterations) made 2 threads several times slower than 1 on a busy shared
+        # machine, while OMP_WAIT_POLICY=PASSIVE (sleep at once) cost the 2-thread speed-up on a quiet
+        # one (1.0-1.2x instead of 1.6-1.7x: bench/threads.py, docs/BENCHMARKS.md).  ~20k spins
+        # bridge the gap between back-to-back parallel regions.  Only read if libgomp is not loaded yet.
+        if "OMP_WAIT_POLICY" not in os.environ:
+            os.environ.setdefault("GOMP_SPINCOUNT", "20000")
         self.lib = ctypes.CDLL(str(lib_path))
         n = self.name
         getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
