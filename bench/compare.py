@@ -19,7 +19,9 @@ Method
     driven round-robin: each round every worker runs --per-round inferences, for
     --runs / --per-round rounds, so machine drift hits all engines alike.  Every engine keeps
     its default thread wait policy (pt2c's runner sets GOMP_SPINCOUNT=20000, see
-    runtime/runner.py).  Reported: median latency over all runs.
+    runtime/runner.py); a 30 ms pause before each worker's turn lets the previous worker's
+    spinning threads go to sleep, so they do not steal a core from the one being timed.
+    Reported: median latency over all runs.
   * Error: max |out - eager| over the output (eager's own worker output vs the reference
     computed in the parent, so eager shows its run-to-run difference, normally 0).
   * Memory: the worker's peak resident set (VmHWM in /proc/self/status) after all its
@@ -255,6 +257,10 @@ def bench_model(spec: str, engines: list[str], threads: list[int], runs: int, pe
     for _ in range(rounds):
         for key, p in list(workers.items()):
             try:
+                # let the previous worker's idle threads stop spinning (libgomp spins ~300k
+                # iterations, ORT similarly) before this one is timed: no engine's policy changes,
+                # but none steals the core of the next
+                time.sleep(0.03)
                 p.stdin.write(f"time {per_round}\n")
                 p.stdin.flush()
                 res["engines"][key]["times"] += json.loads(p.stdout.readline())["times"]
@@ -294,7 +300,7 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
 
     lines = [f"\n### {time.strftime('%Y-%m-%d %H:%M')}: engine comparison, {machine}\n",
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
-             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000). "
+             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000); 30 ms pause between workers' turns. "
              f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin, "
              "each engine/thread count in its own process"
              + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "

@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
+from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED, core_aten_ops
 
 _ap = argparse.ArgumentParser()
 _ap.add_argument("--summary", default=os.environ.get("PT2C_OPINFO_SUMMARY")
@@ -54,19 +54,7 @@ for mod, targets in by_module.items():
     print()
 
 
-def _core_ops() -> list[str]:
-    import torch
-
-    core = set()
-    for name in torch.ops.aten:
-        packet = getattr(torch.ops.aten, name)
-        for ov in packet.overloads():
-            if torch.Tag.core in getattr(packet, ov).tags:
-                core.add(str(getattr(packet, ov)))
-    return sorted(core)
-
-
-_core = _core_ops()
+_core = core_aten_ops()
 _missing = [t for t in _core if t not in LOWERINGS]
 print("## Core ATen ops not implemented\n")
 print(f"Of the {len(_core)} overloads tagged `core` in the installed torch (`torch.Tag.core`), "

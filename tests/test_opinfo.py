@@ -396,13 +396,10 @@ def test_opinfo_known_list_is_current() -> None:
 def test_core_aten_ops_accounted_for() -> None:
     """Every overload tagged core in the installed torch is lowered by pt2c or listed in
     pt2c.ops.UNSUPPORTED with the reason (quoted by the compile error and in docs/ops.md)."""
-    import torch
 
-    from pt2c.ops import LOWERINGS, UNSUPPORTED
+    from pt2c.ops import LOWERINGS, UNSUPPORTED, core_aten_ops
 
-    core = {str(getattr(getattr(torch.ops.aten, n), ov)) for n in torch.ops.aten
-            for ov in getattr(torch.ops.aten, n).overloads()
-            if torch.Tag.core in getattr(getattr(torch.ops.aten, n), ov).tags}
+    core = core_aten_ops()
     unaccounted = sorted(t for t in core if t not in LOWERINGS and not UNSUPPORTED.get(t))
     assert not unaccounted, f"core ATen ops neither lowered nor listed as unsupported with a reason: {unaccounted}"
     both = sorted(set(UNSUPPORTED) & set(LOWERINGS))

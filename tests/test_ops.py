@@ -706,6 +706,9 @@ for _name, _fn, _spec in [
     ("max_pool2d_rect", lambda x: F.max_pool2d(x, (2, 3), (1, 2)), Fl(1, 2, 6, 7)),
     ("max_pool2d_unbatched", lambda x: F.max_pool2d(x, 2), Fl(3, 6, 6)),
     ("avg_pool2d", lambda x: F.avg_pool2d(x, 2), Fl(2, 3, 8, 8)),
+    ("avg_pool1d_ceil_nocount", lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     Fl(3, 10)),
+    ("adaptive_avg_pool1d_unbatched", lambda x: F.adaptive_avg_pool1d(x, 4), Fl(3, 10)),
     ("avg_pool2d_pad", lambda x: F.avg_pool2d(x, 3, 2, 1), Fl(1, 3, 9, 9)),
     ("avg_pool2d_no_count_pad", lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False), Fl(1, 3, 9, 9)),
     ("avg_pool2d_ceil", lambda x: F.avg_pool2d(x, 3, 2, ceil_mode=True), Fl(1, 3, 8, 8)),
@@ -1031,3 +1034,24 @@ def test_table_covers_funcs() -> None:
     internal = {"copy", "truncdiv", "floordiv", "clamp_min", "clamp_max", "gelu_tanh", "fmod", "isinf"}
     missing = [f for f in FUNCS if f not in internal and f not in text]
     assert not missing, f"FUNCS without a test row: {missing}"
+
+
+def test_pool1d_lowerings_without_decomposition(tmp_path, monkeypatch):
+    """aten.avg_pool1d / adaptive_avg_pool1d are core ops that torch's decompositions turn into the 2-d
+    ones before pt2c sees them; a program that keeps them (no decomposition) is lowered directly."""
+    import pt2c.compiler
+    from conftest import assert_outputs_close, build_and_run
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return (F.avg_pool1d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False)
+                    + F.adaptive_avg_pool1d(x, 5) + F.avg_pool1d(x, 2, 2)[..., :5].sum())
+
+    x = torch.randn(2, 3, 9)
+    ep = torch.export.export(M(), (x,))
+    assert "aten.avg_pool1d.default" in {str(n.target) for n in ep.graph.nodes}
+    monkeypatch.setattr(pt2c.compiler, "decompose", lambda ep: ep)
+    pt2c.compile(ep, tmp_path / "p", target=TARGET, name="p1d")
+    with torch.no_grad():
+        ref = [M()(x).numpy()]
+    assert_outputs_close(build_and_run(tmp_path / "p", [x.numpy()]), ref, "pool1d lowerings")

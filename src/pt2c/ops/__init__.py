@@ -32,6 +32,25 @@ LOWERINGS: dict[str, Callable[..., Any]] = {}  # str(aten overload) -> lowering 
 UNSUPPORTED: dict[str, str] = {}  # str(aten overload) pt2c does not lower -> why (error text, docs/ops.md)
 
 
+def core_aten_ops() -> list[str]:
+    """Every ATen overload the installed torch tags `core` (str form, e.g. "aten.add.Tensor"),
+    from the dispatcher's full op list (torch.ops.aten only lists the packets touched so far)."""
+    import torch
+
+    core = set()
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::"):
+            continue
+        name, _, overload = full[len("aten::"):].partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.core in op.tags:
+            core.add(str(op))
+    return sorted(core)
+
+
 def defop(name: str, ref: Callable[..., Any], emit: Callable[..., None], **kw: Any) -> OpDef:
     if name in OPS:
         raise ValueError(f"op {name!r} defined twice")

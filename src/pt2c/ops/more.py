@@ -873,4 +873,7 @@ UNSUPPORTED.update({
     "aten.sym_size.int": _SYMBOLIC,
     "aten.sym_storage_offset.default": _SYMBOLIC,
     "aten.sym_stride.int": _SYMBOLIC,
+    "aten.sym_is_contiguous.default": _SYMBOLIC,
+    "aten.resize_.default": "in-place resize of a tensor's storage: buffers are planned at compile time with "
+                            "static shapes; create a new tensor (torch.empty / reshape) instead",
 })

@@ -354,6 +354,32 @@ def _lower_adaptive(ctx: Any, a: dict[str, Any]) -> Any:
     return (out, None) if len(outs) == 2 else out
 
 
+def _to_4d_1d(ctx: Any, x: Value) -> Value:
+    """(N, C, L) or (C, L) -> (N, C, 1, L): 1-d pooling as 2-d pooling over a height of 1."""
+    shape = x.shape if len(x.shape) == 3 else (1, *x.shape)
+    return ctx.view(x, (shape[0], shape[1], 1, shape[2]))
+
+
+@lowers("aten.avg_pool1d.default")
+def _lower_avgpool1d(ctx: Any, a: dict[str, Any]) -> Value:
+    x = _to_4d_1d(ctx, a["self"])
+    out = ctx.out()
+    k, s, p, _ = _pool_args(a, nd=1)
+    y = ctx.new("pool", (x.shape[0], x.shape[1], 1, out.shape[-1]), "float32")
+    ctx.emit("pool2d", [x], {"kind": "avg", "kernel": (1, k[0]), "stride": (1, s[0]), "padding": (0, p[0]),
+                             "count_include_pad": bool(a.get("count_include_pad", True)), "divisor": None}, [y])
+    return ctx.view(y, out.shape, out=out)
+
+
+@lowers("aten.adaptive_avg_pool1d.default")
+def _lower_adaptive_avgpool1d(ctx: Any, a: dict[str, Any]) -> Value:
+    x = _to_4d_1d(ctx, a["self"])
+    out = ctx.out()
+    y = ctx.new("pool", (x.shape[0], x.shape[1], 1, out.shape[-1]), "float32")
+    ctx.emit("adaptive_pool2d", [x], {"kind": "avg"}, [y])
+    return ctx.view(y, out.shape, out=out)
+
+
 # ---------------------------------------------------------------- reductions over an [outer, r, inner] view
 
 _REDUCE_NP = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
