@@ -381,11 +381,28 @@ def test_pkg_config(models, tmp_path, name, shared):
 
 
 @pytest.mark.skipif(_meson_cmd() is None or not _have_ninja(), reason="meson and ninja not installed (pip install meson ninja)")
-def test_meson_subproject(models, tmp_path):
+def _mlp_into(models, dst: Path, multi: bool) -> None:
+    """The mlp artifact at dst: the shared one, or recompiled multi-versioned (x86_64 + x86_64-v3:
+    an extra source file that the build file must compile with its own -march)."""
+    if multi:
+        import platform
+
+        import pt2c
+
+        if platform.machine() not in ("x86_64", "AMD64"):
+            pytest.skip("multi-versioning is for x86-64 hosts")
+        pt2c.compile(models.c["mlp"].ep, dst, target="x86_64,x86_64-v3", name="mlp")
+        assert (dst / "mlp_x86_64_v3.c").is_file()
+    else:
+        copy_artifact(models.dirs["mlp"], dst)
+
+
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "multiversion"])
+def test_meson_subproject(models, tmp_path, multi):
     meson = _meson_cmd()
     app = tmp_path / "app"
     (app / "subprojects").mkdir(parents=True)
-    copy_artifact(models.dirs["mlp"], app / "subprojects" / "mlp")
+    _mlp_into(models, app / "subprojects" / "mlp", multi)
     (app / "app.c").write_text(consumer_c(["mlp"]))
     (app / "weights.txt.in").write_text("@W@")
     (app / "meson.build").write_text("""project('app', 'c', default_options: ['c_std=c99', 'warning_level=3', 'werror=true'])
@@ -488,11 +505,12 @@ _BAZEL_SHIMS = {
 
 
 @pytest.mark.skipif(shutil.which("bazel") is None, reason="bazel not installed (apt-get install bazel-bootstrap)")
-def test_bazel_cc_library(models, tmp_path):
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "multiversion"])
+def test_bazel_cc_library(models, tmp_path, multi):
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "WORKSPACE").write_text("")
-    copy_artifact(models.dirs["mlp"], ws / "mlp")
+    _mlp_into(models, ws / "mlp", multi)
     (ws / "app.c").write_text(consumer_c(["mlp"]))
     (ws / "BUILD.bazel").write_text('load("@rules_cc//cc:defs.bzl", "cc_binary")\n'
                                     'cc_binary(name = "app", srcs = ["app.c"], deps = ["//mlp"], '
