@@ -311,11 +311,14 @@ static void pt2c_wino_output(float *PT2C_RESTRICT plane, const float *PT2C_RESTR
     float mm[36 * 16], tmp[24 * 16], y[16 * 16];
     const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
     int t, i, j, nt = PT2C_MIN(16, P - p0);
-    for (i = 0; i < 36; i++) memcpy(mm + i * 16, m + i * ms, 16 * sizeof(float));
+    for (i = 0; i < 36; i++) {
+        memcpy(mm + i * 16, m + i * ms, (size_t)nt * sizeof(float));
+        for (t = nt; t < 16; t++) mm[i * 16 + t] = 0.0f; /* past the last tile: the GEMM wrote nothing there */
+    }
     for (j = 0; j < 6; j++) pt2c_wino_at(tmp + j * 16, 6 * 16, mm + j * 16, 6 * 16); /* columns: A^T m */
     for (i = 0; i < 4; i++) pt2c_wino_at(y + i * 4 * 16, 16, tmp + i * 6 * 16, 16);  /* rows: (A^T m) A */
     /* y[(r*4+q)*16 + t]: pixel (r, q) of tile t.  Bias, residual, then the activation on all of y at
-     * once (lanes past the last tile are computed and dropped), then the store. */
+     * once (lanes past the last tile are zeros, computed and dropped), then the store. */
     for (i = 0; i < 256; i++) y[i] += bias;
     if (res_plane) {
         for (t = 0; t < nt; t++) {
