@@ -62,6 +62,8 @@ void t_reduce_min(float *o, const float *x, int a, int r, int b) { pt2c_reduce_m
 void t_reduce_prod(float *o, const float *x, int a, int r, int b) { pt2c_reduce_prod(o, x, a, r, b); }
 void t_argmax(int64_t *o, const float *x, int a, int r, int b) { pt2c_argmax(o, x, a, r, b); }
 void t_argmin(int64_t *o, const float *x, int a, int r, int b) { pt2c_argmin(o, x, a, r, b); }
+void t_erf(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_erf(x[i]); }
+void t_tanh(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_tanh(x[i]); }
 """
 
 P, I, L, FL = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_float
@@ -81,6 +83,7 @@ SIGS = {
 for _name in ["sum", "mean", "max", "min", "prod"]:
     SIGS["t_reduce_" + _name] = [P, P, I, I, I]
 SIGS["t_argmax"] = SIGS["t_argmin"] = [P, P, I, I, I]
+SIGS["t_erf"] = SIGS["t_tanh"] = [P, P, I]
 
 
 def _build(tmp: Path, cc: str, flags, name: str) -> Path:
@@ -419,3 +422,32 @@ def test_sdpa(lib, case):
         B, H, Hkv, Lq, Lk, D, Dv, scale if scale is not None else 1 / math.sqrt(D), int(causal), _p(scratch),
     )
     check(out, ref.numpy(), 1e-4)
+
+
+def test_erf_approximation(lib):
+    """pt2c_erf (GELU's erf, no libm call): within 5e-7 of math.erf everywhere, exact limits."""
+    import math
+
+    x = np.concatenate([np.linspace(-8, 8, 200001, dtype=np.float32),
+                        np.array([0.0, -0.0, 1e-30, -1e-30, 4.0, -4.0, np.inf, -np.inf, np.nan], np.float32)])
+    out = np.empty_like(x)
+    lib.t_erf(out.ctypes.data, x.ctypes.data, x.size)
+    ref = np.array([math.erf(float(v)) if not math.isnan(v) else math.nan for v in x])
+    fin = ~np.isnan(ref)
+    assert np.abs(out[fin] - ref[fin]).max() <= 5e-7
+    assert np.isnan(out[-1]) and out[-3] == 1.0 and out[-2] == -1.0
+    assert np.all(out[fin] >= -1.0) and np.all(out[fin] <= 1.0)
+
+
+def test_tanh_approximation(lib):
+    """pt2c_tanh (GELU-tanh and fused tanh, no libm call): within 5e-7 (absolute and relative) of tanh."""
+    x = np.concatenate([np.linspace(-12, 12, 200001, dtype=np.float32),
+                        np.array([0.0, -0.0, 3e-4, -3e-4, 1e-30, np.inf, -np.inf, np.nan], np.float32)])
+    out = np.empty_like(x)
+    lib.t_tanh(out.ctypes.data, x.ctypes.data, x.size)
+    ref = np.tanh(x.astype(np.float64))
+    fin = ~np.isnan(ref)
+    err = np.abs(out[fin] - ref[fin])
+    assert err.max() <= 5e-7 and (err / np.maximum(np.abs(ref[fin]), 1e-30)).max() <= 5e-7
+    assert np.isnan(out[-1]) and out[-3] == 1.0 and out[-2] == -1.0 and out[-4] == np.float32(1e-30)
+    assert np.all(np.abs(out[fin]) <= 1.0)

@@ -7,11 +7,11 @@
 #define PT2C_INLINE static PT2C_UNUSED inline
 
 /* GELU, erf form (torch.nn.functional.gelu default) */
-PT2C_INLINE float pt2c_gelu_float(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+PT2C_INLINE float pt2c_gelu_float(float x) { return 0.5f * x * (1.0f + pt2c_erf(x * 0.70710678118654752f)); }
 PT2C_INLINE double pt2c_gelu_double(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
 /* GELU, tanh approximation (approximate="tanh") */
 PT2C_INLINE float pt2c_gelu_tanh_float(float x) {
-    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    return 0.5f * x * (1.0f + pt2c_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 PT2C_INLINE double pt2c_gelu_tanh_double(double x) {
     return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));

@@ -162,19 +162,19 @@ PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
         for (j = 0; j < n; j++) x[j] = x[j] / (1.0f + expf(-x[j]));
         break;
     case PT2C_ACT_GELU:
-        for (j = 0; j < n; j++) x[j] = 0.5f * x[j] * (1.0f + erff(x[j] * 0.70710678118654752f));
+        for (j = 0; j < n; j++) x[j] = 0.5f * x[j] * (1.0f + pt2c_erf(x[j] * 0.70710678118654752f));
         break;
     case PT2C_ACT_GELU_TANH:
         for (j = 0; j < n; j++) {
             float v = x[j];
-            x[j] = 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+            x[j] = 0.5f * v * (1.0f + pt2c_tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
         }
         break;
     case PT2C_ACT_SIGMOID:
         for (j = 0; j < n; j++) x[j] = 1.0f / (1.0f + expf(-x[j]));
         break;
     case PT2C_ACT_TANH:
-        for (j = 0; j < n; j++) x[j] = tanhf(x[j]);
+        for (j = 0; j < n; j++) x[j] = pt2c_tanh(x[j]);
         break;
     default:
         break;

@@ -118,7 +118,9 @@ FUNCS: dict[str, tuple[Callable[[str, list[str]], str], Callable[..., Any]]] = {
     "atan": (_m("atan"), np.arctan),
     "sinh": (_m("sinh"), np.sinh),
     "cosh": (_m("cosh"), np.cosh),
-    "tanh": (_m("tanh"), np.tanh),
+    # float32: pt2c_tanh (kernels/common.h), a rational approximation within 4e-7 that vectorises,
+    # where a libm tanhf call per element dominated GPT-2's GELU; float64 keeps libm
+    "tanh": (lambda dt, a: f"pt2c_tanh({a[0]})" if dt == "float32" else f"tanh({a[0]})", np.tanh),
     "asinh": (_m("asinh"), np.arcsinh),
     "acosh": (_m("acosh"), np.arccosh),
     "atanh": (_m("atanh"), np.arctanh),
@@ -131,6 +133,7 @@ FUNCS: dict[str, tuple[Callable[[str, list[str]], str], Callable[..., Any]]] = {
     "sign": (lambda dt, a: f"(({a[0]} > 0) - ({a[0]} < 0))", np.sign),
     "pow": (lambda dt, a: f"pow{_fsuf(dt)}({a[0]}, {a[1]})" if dt in FLOATS else f"pt2c_ipow({a[0]}, {a[1]})", np.power),
     "square": (lambda dt, a: f"({a[0]} * {a[0]})", np.square),
+    "cube": (lambda dt, a: f"({a[0]} * {a[0]} * {a[0]})", lambda x: x * x * x),
     "sigmoid": (lambda dt, a: f"(1{'.0f' if dt == 'float32' else '.0'} / (1{'.0f' if dt == 'float32' else '.0'} + exp{_fsuf(dt)}(-{a[0]})))", _sigmoid_np),
     # relu keeps NaN like torch (a comparison with NaN is false)
     "relu": (lambda dt, a: f"({a[0]} < 0 ? 0 : {a[0]})", lambda x: np.maximum(x, 0).astype(x.dtype)),
@@ -385,6 +388,8 @@ def _lower_pow(ctx: Any, a: dict[str, Any]) -> Value:
     x, e = a["self"], a["exponent"]
     if e == 2 and isinstance(x, Value) and not isinstance(e, Value):
         return make_ew(ctx, "square", [x], compute=ctx.out().dtype)
+    if e == 3 and isinstance(x, Value) and not isinstance(e, Value) and ctx.out().dtype in FLOATS:
+        return make_ew(ctx, "cube", [x], compute=ctx.out().dtype)  # GELU-tanh's x**3: no powf call
     if e == 0.5 and isinstance(x, Value) and ctx.out().dtype in FLOATS:
         return make_ew(ctx, "sqrt", [x], compute=ctx.out().dtype)
     return make_ew(ctx, "pow", [x, e])
