@@ -152,7 +152,8 @@ for _name, _fn, _spec in [
     ("square", torch.square, Fl(3, 5)),
     ("pow2", lambda x: x ** 2, Fl(3, 5)),
     ("pow_half", lambda x: x ** 0.5, Fl(3, 5, lo=0, hi=4)),
-    ("pow_scalar_3", lambda x: x ** 3, Fl(3, 5)),
+    ("pow3_cube", lambda x: x ** 3, Fl(3, 5)),  # x * x * x ("cube"), no powf
+    ("pow3_cube_double", lambda x: x ** 3, Fl(3, 5, dtype=torch.float64)),
     ("scalar_pow", lambda x: 2.0 ** x, Fl(3, 5)),
     ("gelu", F.gelu, Fl(3, 5, lo=-4, hi=4)),
     ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), Fl(3, 5, lo=-4, hi=4)),
