@@ -14,7 +14,7 @@ from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops import UNSUPPORTED, defop, lowers
 from pt2c.ops.elementwise import _lit, make_ew
 from pt2c.ops.extra import _close, _index_loops, _lin, _prod
-from pt2c.ops.shape import _as_strided, _norm_dim, contiguous_strides, make_strided
+from pt2c.ops.shape import _as_strided, _norm_dim, contiguous_strides, make_strided, slice_view
 
 FLOATS = ("float32", "float64")
 
@@ -63,17 +63,8 @@ def _strided_scatter(ctx: Any, x: Value, src: Value, strides: tuple[int, ...], o
 @lowers("aten.slice_scatter.default")
 def _lower_slice_scatter(ctx: Any, a: dict[str, Any]) -> Value:
     x, src = a["self"], a["src"]
-    r = len(x.shape)
-    dim = _norm_dim(a.get("dim", 0), r)
-    n = x.shape[dim]
-    start = a.get("start")
-    start = 0 if start is None else start
-    start = start + n if start < 0 else start
-    start = min(max(start, 0), n)
-    step = a.get("step", 1) or 1
-    st = contiguous_strides(x.shape)
-    strides = tuple(s * step if d == dim else s for d, s in enumerate(st))
-    return _strided_scatter(ctx, x, src, strides, start * st[dim])
+    strides, offset = slice_view(x, a)
+    return _strided_scatter(ctx, x, src, strides, offset)
 
 
 @lowers("aten.select_scatter.default")

@@ -123,9 +123,9 @@ def _lower_expand(ctx: Any, a: dict[str, Any]) -> Value:
     return make_strided(ctx, x, out, tuple(strides), 0)
 
 
-@lowers("aten.slice.Tensor", "aten.slice_copy.Tensor")
-def _lower_slice(ctx: Any, a: dict[str, Any]) -> Value:
-    x, out = a["self"], ctx.out()
+def slice_view(x: Value, a: dict[str, Any]) -> tuple[tuple[int, ...], int]:
+    """(strides, element offset) of x[..., start::step, ...] along a["dim"] (aten.slice's and
+    aten.slice_scatter's arguments; start clamped like torch, the length comes from the output)."""
     dim = _norm_dim(a.get("dim", 0), len(x.shape))
     n = x.shape[dim]
     start = a.get("start") or 0
@@ -133,8 +133,14 @@ def _lower_slice(ctx: Any, a: dict[str, Any]) -> Value:
     start = min(max(start, 0), n)
     step = a.get("step", 1) or 1
     st = contiguous_strides(x.shape)
-    strides = tuple(s * step if d == dim else s for d, s in enumerate(st))
-    return make_strided(ctx, x, out, strides, start * st[dim])
+    return tuple(s * step if d == dim else s for d, s in enumerate(st)), start * st[dim]
+
+
+@lowers("aten.slice.Tensor", "aten.slice_copy.Tensor")
+def _lower_slice(ctx: Any, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    strides, offset = slice_view(x, a)
+    return make_strided(ctx, x, out, strides, offset)
 
 
 @lowers("aten.select.int", "aten.select_copy.int")
