@@ -73,6 +73,11 @@ size_t t_conv_scratch(const int *s)
     return pt2c_conv2d_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
                                       s[13], s[14], s[15]);
 }
+size_t t_dw_scratch(const int *s)
+{
+    return pt2c_conv2d_depthwise_scratch_floats(s[2], s[3], s[14], s[15], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                                                s[12]);
+}
 /* s = N C H W OC KH KW sh sw ph pw dh dw groups OH OW */
 void t_conv(int depthwise, float *out, const float *in, const float *w, const float *bias, const float *res, int act,
             float lo, float hi, const int *s, float *scratch)
@@ -81,7 +86,7 @@ void t_conv(int depthwise, float *out, const float *in, const float *w, const fl
     ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = lo, ep.hi = hi;
     if (depthwise)
         pt2c_conv2d_depthwise(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10],
-                              s[11], s[12], s[14], s[15]);
+                              s[11], s[12], s[14], s[15], scratch);
     else
         pt2c_conv2d(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                     s[12], s[13], s[14], s[15], scratch);
@@ -105,6 +110,8 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_conv_scratch.restype = ctypes.c_size_t
     dll.t_conv_scratch.argtypes = [p]
     dll.t_conv.argtypes = [i, p, p, p, p, p, i, f, f, p, p]
+    dll.t_dw_scratch.restype = ctypes.c_size_t
+    dll.t_dw_scratch.argtypes = [p]
     dll.t_set_threads.argtypes = [i]
     dll.t_smallp_scratch.restype = ctypes.c_size_t
     dll.t_smallp_scratch.argtypes = [p]
@@ -292,6 +299,13 @@ CONV_CASES = [
     (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2
     (1, 3, 9, 9, 6, 3, 3, 2, 0, 1, 3, True, True),         # depthwise, no padding, multiplier 2
     (1, 5, 8, 8, 5, 3, 3, 1, 1, 1, 5, False, True),        # depthwise shape through the GEMM path
+    (1, 7, 2, 2, 7, 3, 3, 1, 1, 1, 7, True, True),         # depthwise direct path, no inside row or column
+    (2, 3, 1, 9, 6, 3, 3, 1, 1, 1, 3, True, False),        # depthwise direct path, one row
+    (1, 5, 7, 7, 5, 5, 5, 1, 2, 1, 5, True, True),         # depthwise direct path, 5x5
+    (1, 4, 30, 29, 4, 7, 7, 1, 3, 1, 4, True, False),      # depthwise direct path, 7x7
+    (1, 6, 23, 19, 6, 5, 5, 2, 2, 1, 6, True, True),       # depthwise 5x5 stride 2 (EfficientNet)
+    (1, 2, 200, 150, 2, 3, 3, 2, 1, 1, 2, True, True),     # depthwise stride 2, several bands, vector deinterleave
+    (1, 3, 11, 12, 3, 3, 3, 3, 1, 1, 3, True, False),      # depthwise stride 3
 ]
 
 
@@ -325,7 +339,11 @@ def run_conv(lib, case, smallp=False):
         return
     if depthwise:
         wbuf = np.ascontiguousarray(wt.reshape(oc, kh * kw))
-        scratch = None
+        from pt2c.kernels import scratch as S
+
+        floats = lib.t_dw_scratch(_ptr(sizes))
+        assert S.conv2d_depthwise_scratch_floats(h, w, oh, ow, kh, kw, s, s, p, p, d, d) == floats
+        scratch = np.full(max(1, floats), np.nan, np.float32)
     else:
         wbuf = pack_conv_weight(wt, g)
         scratch = np.zeros(max(1, lib.t_conv_scratch(_ptr(sizes))), np.float32)
@@ -539,10 +557,11 @@ int main(void)
         float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
         float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
         float *scr = malloc(sizeof(float) * pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW));
+        float *dws = malloc(sizeof(float) * pt2c_conv2d_depthwise_scratch_floats(H, W, OH, OW, KH, KW, st, st, pd, pd, 1, 1));
         pack(wp, w, OC, C * KH * KW, PT2C_GEMM_MR, 1);
         for (dwc = 0; dwc < 2; dwc++) {
             int Cg = dwc ? 1 : C;
-            if (dwc) pt2c_conv2d_depthwise(o1, in, w, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, OH, OW);
+            if (dwc) pt2c_conv2d_depthwise(o1, in, w, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, OH, OW, dws);
             else pt2c_conv2d(o1, in, wp, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW, scr);
             for (oc = 0; oc < OC; oc++)
                 for (oh = 0; oh < OH; oh++)
@@ -559,7 +578,7 @@ int main(void)
                     }
             bad |= check(o1, o2, OC, OH * OW, OH * OW, dwc ? "depthwise" : "conv");
         }
-        free(in), free(w), free(wp), free(o1), free(o2), free(scr);
+        free(in), free(w), free(wp), free(o1), free(o2), free(scr), free(dws);
     }
     {   /* Winograd F(4x4, 3x3), ragged tiles, pad 1, bias + relu, against a direct loop */
         static const float G[6][3] = {{0.25f, 0, 0}, {-1.0f / 6, -1.0f / 6, -1.0f / 6}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},

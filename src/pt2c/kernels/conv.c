@@ -8,8 +8,8 @@
  * in tiles of at most PT2C_CONV_COL_FLOATS floats, so scratch stays bounded
  * and the GEMM needs no scratch of its own.
  *
- * pt2c_conv2d_depthwise is a direct loop (one output plane per task),
- * vectorised over the output row.
+ * pt2c_conv2d_depthwise is a direct loop over zero-padded polyphase copies of
+ * bands of input rows (one output plane per task; see there).
  *
  * Epilogue: ep->bias is per output channel, ep->residual is a tensor of the
  * output's NCHW shape (ep->ldr is ignored), then ep->act.
@@ -378,83 +378,330 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
 }
 
 /* Depthwise (groups == C, OC = C * multiplier): w is [OC][KH*KW], unpacked. */
+/* ---- depthwise (groups == C, OC = mult * C) ----
+ *
+ * One output plane per task.  Stride 1 with "same" padding (OH = H, OW = W: MobileNet,
+ * EfficientNet) reads the input directly: output p = oh*W + ow of the plane flattened needs
+ * input p + (kh - ph)*W + (kw - pw), so every row whose vertical taps are all inside is one
+ * unit-stride vector loop over the flattened rows; the few columns whose taps wrap into the
+ * neighbouring row, and the top / bottom rows, are computed again by an exact edge loop.
+ *
+ * Any other stride / dilation / padding goes in bands of output rows: a band's input rows are
+ * first copied, zero-padded, into sh*sw polyphase sub-planes of row stride S = OW + (KW-1)*dw/sw:
+ *     sub(a, b)[i][j] = xpad[(oh0 + i)*sh + a][j*sw + b]
+ * so that tap (kh, kw) of band output (r, ow) is element r*S + ow + (kh*dh/sh)*S + kw*dw/sw of
+ * sub((kh*dh) % sh, (kw*dw) % sw): again one unit-stride run per tap over the band flattened
+ * to rows x S (the S - OW columns past each row are computed and dropped; one extra zero row
+ * keeps their reads in bounds).  Bands are sized to stay in L1 (PT2C_DW_FLOATS per thread). */
+#ifndef PT2C_DW_FLOATS
+#define PT2C_DW_FLOATS 4096
+#endif
+
+typedef struct {
+    int S, qh, B, nsub;
+} pt2c_dw_geom;
+
+static pt2c_dw_geom pt2c_dw_plan(int OH, int OW, int KH, int KW, int sh, int sw, int dh, int dw)
+{
+    pt2c_dw_geom g;
+    g.S = OW + (KW - 1) * dw / sw;
+    g.qh = (KH - 1) * dh / sh;
+    g.nsub = sh * sw;
+    /* nsub * (B + qh + 1) * S input floats + B * S output floats <= PT2C_DW_FLOATS, B >= 1 */
+    g.B = (int)((PT2C_DW_FLOATS / (long)g.S - (long)g.nsub * (g.qh + 1)) / (g.nsub + 1));
+    g.B = PT2C_MAX(1, PT2C_MIN(g.B, OH));
+    return g;
+}
+
+/* sub-planes, 8 zero floats after them (vector loads past the last one), the output band rounded
+ * up to whole 8-lane vectors */
+static size_t pt2c_dw_thread_floats(pt2c_dw_geom g)
+{
+    const size_t in = (size_t)g.nsub * (size_t)(g.B + g.qh + 1) * (size_t)g.S + 8;
+    return (in + ((size_t)g.B * (size_t)g.S + 7) / 8 * 8 + 15) & ~(size_t)15;
+}
+
+/* stride 1, dilation 1, "same" padding: the direct path, no scratch */
+static int pt2c_dw_direct(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
+{
+    return sh == 1 && sw == 1 && dh == 1 && dw == 1 && OH == H && OW == W && 2 * ph == KH - 1 && 2 * pw == KW - 1;
+}
+
+PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw,
+                                                        int ph, int pw, int dh, int dw)
+{
+    if (OH <= 0 || OW <= 0 || pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) return 0;
+    return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
+}
+
+/* The direct path for one plane (see above): op = bias + taps, before residual / activation. */
+static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT ip, const float *PT2C_RESTRICT wk,
+                               float bias, int H, int W, int KH, int KW)
+{
+    const int ph = (KH - 1) / 2, pw = (KW - 1) / 2;
+    /* rows whose vertical taps are all inside: [r0, r1); columns whose horizontal ones are: [pw, W - pw) */
+    const int r0 = PT2C_MIN(ph, H), r1 = PT2C_MAX(r0, H - ph);
+    const ptrdiff_t p0 = (ptrdiff_t)r0 * W + pw, p1 = (ptrdiff_t)r1 * W - pw;
+    ptrdiff_t p = p0;
+    int oh, ow, kh, kw;
+    if (p1 > p0 && KH == 3 && KW == 3) {
+        const float *t0 = ip - W - 1, *t3 = ip - 1, *t6 = ip + W - 1;
+#if defined(PT2C_GEMM_VEC)
+        const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
+                      w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
+                      w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
+                      w8 = PT2C_V8_SET1(wk[8]);
+        for (; p + 8 <= p1; p += 8) {
+            pt2c_v8 acc = PT2C_V8_FMA(b8, w0, PT2C_V8_LOAD(t0 + p));
+            acc = PT2C_V8_FMA(acc, w1, PT2C_V8_LOAD(t0 + p + 1));
+            acc = PT2C_V8_FMA(acc, w2, PT2C_V8_LOAD(t0 + p + 2));
+            acc = PT2C_V8_FMA(acc, w3, PT2C_V8_LOAD(t3 + p));
+            acc = PT2C_V8_FMA(acc, w4, PT2C_V8_LOAD(t3 + p + 1));
+            acc = PT2C_V8_FMA(acc, w5, PT2C_V8_LOAD(t3 + p + 2));
+            acc = PT2C_V8_FMA(acc, w6, PT2C_V8_LOAD(t6 + p));
+            acc = PT2C_V8_FMA(acc, w7, PT2C_V8_LOAD(t6 + p + 1));
+            acc = PT2C_V8_FMA(acc, w8, PT2C_V8_LOAD(t6 + p + 2));
+            PT2C_V8_STORE(op + p, acc);
+        }
+#endif
+        for (; p < p1; p++)
+            op[p] = bias + wk[0] * t0[p] + wk[1] * t0[p + 1] + wk[2] * t0[p + 2] + wk[3] * t3[p] + wk[4] * t3[p + 1] +
+                    wk[5] * t3[p + 2] + wk[6] * t6[p] + wk[7] * t6[p + 1] + wk[8] * t6[p + 2];
+    } else if (p1 > p0) {
+        for (p = p0; p < p1; p++) op[p] = bias;
+        for (kh = 0; kh < KH; kh++)
+            for (kw = 0; kw < KW; kw++) {
+                const float *PT2C_RESTRICT t = ip + (ptrdiff_t)(kh - ph) * W + (kw - pw);
+                const float wv = wk[kh * KW + kw];
+                for (p = p0; p < p1; p++) op[p] += wv * t[p];
+            }
+    }
+    /* rows with a tap above / below the plane: the taps that are inside, column range by column range */
+    for (oh = 0; oh < H; oh++) {
+        float *PT2C_RESTRICT orow = op + (ptrdiff_t)oh * W;
+        if (oh == r0 && r1 > r0) oh = r1; /* skip the inside rows */
+        if (oh >= H) break;
+        orow = op + (ptrdiff_t)oh * W;
+        for (ow = 0; ow < W; ow++) orow[ow] = bias;
+        for (kh = 0; kh < KH; kh++) {
+            const int ih = oh + kh - ph;
+            if (ih < 0 || ih >= H) continue;
+            for (kw = 0; kw < KW; kw++) {
+                const float *PT2C_RESTRICT xrow = ip + (ptrdiff_t)ih * W + (kw - pw);
+                const float wv = wk[kh * KW + kw];
+                const int lo = PT2C_MAX(0, pw - kw), hi = PT2C_MIN(W, W + pw - kw); /* 0 <= ow + kw - pw < W */
+                for (ow = lo; ow < hi; ow++) orow[ow] += wv * xrow[ow];
+            }
+        }
+    }
+    /* the columns whose taps wrap into the neighbouring row, in the inside rows */
+    if (KH == 3 && KW == 3 && W >= 2) {
+        for (oh = r0; oh < r1; oh++) {
+            const float *x0 = ip + (ptrdiff_t)(oh - 1) * W, *x1 = x0 + W, *x2 = x1 + W;
+            op[(ptrdiff_t)oh * W] = bias + wk[1] * x0[0] + wk[2] * x0[1] + wk[4] * x1[0] + wk[5] * x1[1] + wk[7] * x2[0] +
+                                    wk[8] * x2[1];
+            op[(ptrdiff_t)oh * W + W - 1] = bias + wk[0] * x0[W - 2] + wk[1] * x0[W - 1] + wk[3] * x1[W - 2] +
+                                            wk[4] * x1[W - 1] + wk[6] * x2[W - 2] + wk[7] * x2[W - 1];
+        }
+        return;
+    }
+    for (oh = r0; oh < r1; oh++)
+        for (ow = 0; ow < W; ow++) {
+            float acc = bias;
+            if (ow == pw) ow = PT2C_MAX(pw, W - pw); /* skip the inside columns */
+            if (ow >= W) break;
+            for (kh = 0; kh < KH; kh++)
+                for (kw = 0; kw < KW; kw++) {
+                    const int iw = ow + kw - pw;
+                    if (iw >= 0 && iw < W) acc += wk[kh * KW + kw] * ip[(ptrdiff_t)(oh + kh - ph) * W + iw];
+                }
+            op[(ptrdiff_t)oh * W + ow] = acc;
+        }
+}
+
+/* d[0, n) = s[0, n), inline: these rows are short (7..112), a memcpy call costs more */
+PT2C_GEMM_INLINE void pt2c_dw_copy(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT s, int n)
+{
+    int j = 0;
+#if defined(PT2C_GEMM_VEC)
+    for (; j + 8 <= n; j += 8) PT2C_V8_STORE(d + j, PT2C_V8_LOAD(s + j));
+#endif
+    for (; j < n; j++) d[j] = s[j];
+}
+
+PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
+{
+    int j = 0;
+#if defined(PT2C_GEMM_VEC)
+    for (; j + 8 <= n; j += 8) PT2C_V8_STORE(d + j, PT2C_V8_ZERO());
+#endif
+    for (; j < n; j++) d[j] = 0.0f;
+}
+
+/* d0[j] = x[2j - pw], d1[j] = x[2j + 1 - pw] for j in [0, S) (zero outside the W-wide row x):
+ * both column phases of a stride-2 row in one pass */
+static void pt2c_dw_fill_row2(float *PT2C_RESTRICT d0, float *PT2C_RESTRICT d1, const float *PT2C_RESTRICT x, int W,
+                              int pw, int S)
+{
+    /* [jlo, jhi): both taps inside the row */
+    const int jlo = PT2C_MIN(S, (pw + 1) / 2), jhi = PT2C_MAX(jlo, PT2C_MIN(S, (W + pw) / 2));
+    int j;
+    for (j = 0; j < S; j++) {
+        int c;
+        if (j == jlo) {
+            const float *PT2C_RESTRICT r = x + (2 * jlo - pw);
+            int k = 0;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+            for (; k + 8 <= jhi - jlo; k += 8) {
+                const __m256 a = _mm256_loadu_ps(r + 2 * k), b = _mm256_loadu_ps(r + 2 * k + 8);
+                /* per 128-bit lane: evens / odds of a and b, then the 64-bit pairs into order */
+                const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
+                _mm256_storeu_ps(d0 + jlo + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+                _mm256_storeu_ps(d1 + jlo + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+            }
+#elif defined(PT2C_SIMD_NEON)
+            for (; k + 4 <= jhi - jlo; k += 4) {
+                const float32x4x2_t v = vld2q_f32(r + 2 * k);
+                vst1q_f32(d0 + jlo + k, v.val[0]);
+                vst1q_f32(d1 + jlo + k, v.val[1]);
+            }
+#endif
+            for (; k < jhi - jlo; k++) {
+                d0[jlo + k] = r[2 * k];
+                d1[jlo + k] = r[2 * k + 1];
+            }
+            j = jhi;
+            if (j >= S) break;
+        }
+        c = 2 * j - pw;
+        d0[j] = c >= 0 && c < W ? x[c] : 0.0f;
+        d1[j] = c + 1 >= 0 && c + 1 < W ? x[c + 1] : 0.0f;
+    }
+}
+
+/* Rows [i0, i0 + rows) of the sub-planes of input plane ip (H x W) into sub[a*sw + b]. */
+static void pt2c_dw_fill(float *PT2C_RESTRICT sub, const float *PT2C_RESTRICT ip, int H, int W, int sh, int sw, int ph,
+                         int pw, int S, int i0, int rows)
+{
+    const ptrdiff_t plane = (ptrdiff_t)rows * S;
+    int a, b, i, j;
+    for (a = 0; a < sh; a++)
+        for (i = 0; i < rows; i++) {
+            const int ih = (i0 + i) * sh + a - ph;
+            float *PT2C_RESTRICT d = sub + (ptrdiff_t)a * sw * plane + (ptrdiff_t)i * S;
+            const float *PT2C_RESTRICT x = ip + (ptrdiff_t)ih * W;
+            if (ih < 0 || ih >= H) {
+                for (b = 0; b < sw; b++) pt2c_dw_zero(d + b * plane, S);
+            } else if (sw == 1) {
+                const int jlo = PT2C_MIN(S, pw), jhi = PT2C_MAX(jlo, PT2C_MIN(S, W + pw));
+                pt2c_dw_zero(d, jlo);
+                pt2c_dw_copy(d + jlo, x + jlo - pw, jhi - jlo);
+                pt2c_dw_zero(d + jhi, S - jhi);
+            } else if (sw == 2) {
+                pt2c_dw_fill_row2(d, d + plane, x, W, pw, S);
+            } else {
+                for (b = 0; b < sw; b++)
+                    for (j = 0; j < S; j++) {
+                        const int c = j * sw + b - pw;
+                        d[b * plane + j] = c >= 0 && c < W ? x[c] : 0.0f;
+                    }
+            }
+        }
+}
+
 PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float *w, const pt2c_epilogue *ep, int N,
                                        int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw,
-                                       int dh, int dw, int OH, int OW)
+                                       int dh, int dw, int OH, int OW, float *scratch)
 {
     const int mult = OC / C, OHW = OH * OW;
+    const int direct = pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw);
+    const pt2c_dw_geom g = pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw);
+    const size_t per_thread = pt2c_dw_thread_floats(g);
+    const int S = g.S;
     int plane;
+#if defined(_OPENMP)
+    /* scratch is sized for PT2C_MAX_THREADS, so never run more threads than that */
+    int nthr = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
+#endif
     if (OHW <= 0 || mult <= 0) return;
-    PT2C_OMP(parallel for schedule(static) if ((long)N * OC * OHW * KH * KW > 65536L))
+    PT2C_OMP(parallel for schedule(static) num_threads(nthr) if ((long)N * OC * OHW * KH * KW > 65536L))
     for (plane = 0; plane < N * OC; plane++) {
         const int n = plane / OC, oc = plane % OC;
         const float *ip = in + ((ptrdiff_t)n * C + oc / mult) * H * W;
         const float *wk = w + (ptrdiff_t)oc * KH * KW;
         float *op = out + (ptrdiff_t)plane * OHW;
         const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
-        int oh, ow, kh, kw;
-        /* 3x3, dilation 1: output columns whose 3 taps all land inside the row */
-        const int fast = KH == 3 && KW == 3 && dh == 1 && dw == 1;
-        const int lo3 = PT2C_MIN(OW, (pw + sw - 1) / sw);
-        const int hi3 = W - 3 + pw < 0 ? lo3 : PT2C_MAX(lo3, PT2C_MIN(OW, (W - 3 + pw) / sw + 1));
-        for (oh = 0; oh < OH; oh++) {
-            float *PT2C_RESTRICT orow = op + (ptrdiff_t)oh * OW;
-            const int ih0 = oh * sh - ph;
-            if (fast && ih0 >= 0 && ih0 + 2 < H && hi3 > lo3) {
-                /* interior row: all nine taps summed in registers per output (in the order of the
-                 * tap-by-tap loop below), edge columns by the general loop */
-                const float *r0 = ip + (ptrdiff_t)ih0 * W, *r1 = r0 + W, *r2 = r1 + W;
+        float *sub = scratch + (size_t)PT2C_THREAD_ID() * per_thread;
+        int oh0;
+        if (direct) {
+            pt2c_dw_plane_same(op, ip, wk, bias, H, W, KH, KW);
+            if (ep && ep->residual) {
+                const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)plane * OHW;
+                for (oh0 = 0; oh0 < OHW; oh0++) op[oh0] += res[oh0];
+            }
+            if (ep) pt2c_epilogue_act(op, OHW, ep->act, ep->lo, ep->hi);
+            continue;
+        }
+        for (oh0 = 0; oh0 < OH; oh0 += g.B) {
+            const int B = PT2C_MIN(g.B, OH - oh0), rows = B + g.qh + 1, L = B * S;
+            const ptrdiff_t psz = (ptrdiff_t)rows * S;
+            float *PT2C_RESTRICT o = sub + (ptrdiff_t)g.nsub * psz + 8; /* after 8 zeros */
+            int p, kh, kw, r;
+            pt2c_dw_fill(sub, ip, H, W, sh, sw, ph, pw, S, oh0, rows);
+            pt2c_dw_zero(o - 8, 8);
+#define PT2C_DW_TAP(kh, kw) \
+    (sub + (ptrdiff_t)(((kh) * dh % sh) * sw + (kw) * dw % sw) * psz + (ptrdiff_t)((kh) * dh / sh) * S + (kw) * dw / sw)
+            if (KH == 3 && KW == 3) {
+                /* the nine taps summed in registers */
+                const float *t0 = PT2C_DW_TAP(0, 0), *t1 = PT2C_DW_TAP(0, 1), *t2 = PT2C_DW_TAP(0, 2),
+                            *t3 = PT2C_DW_TAP(1, 0), *t4 = PT2C_DW_TAP(1, 1), *t5 = PT2C_DW_TAP(1, 2),
+                            *t6 = PT2C_DW_TAP(2, 0), *t7 = PT2C_DW_TAP(2, 1), *t8 = PT2C_DW_TAP(2, 2);
+#if defined(PT2C_GEMM_VEC)
+                const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
+                              w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
+                              w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
+                              w8 = PT2C_V8_SET1(wk[8]);
+                for (p = 0; p < L; p += 8) { /* whole vectors: the band's floats are padded to them */
+                    pt2c_v8 acc = PT2C_V8_FMA(b8, w0, PT2C_V8_LOAD(t0 + p));
+                    acc = PT2C_V8_FMA(acc, w1, PT2C_V8_LOAD(t1 + p));
+                    acc = PT2C_V8_FMA(acc, w2, PT2C_V8_LOAD(t2 + p));
+                    acc = PT2C_V8_FMA(acc, w3, PT2C_V8_LOAD(t3 + p));
+                    acc = PT2C_V8_FMA(acc, w4, PT2C_V8_LOAD(t4 + p));
+                    acc = PT2C_V8_FMA(acc, w5, PT2C_V8_LOAD(t5 + p));
+                    acc = PT2C_V8_FMA(acc, w6, PT2C_V8_LOAD(t6 + p));
+                    acc = PT2C_V8_FMA(acc, w7, PT2C_V8_LOAD(t7 + p));
+                    acc = PT2C_V8_FMA(acc, w8, PT2C_V8_LOAD(t8 + p));
+                    PT2C_V8_STORE(o + p, acc);
+                }
+#else
                 const float w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4], w5 = wk[5], w6 = wk[6],
                             w7 = wk[7], w8 = wk[8];
-                if (sw == 1) {
-                    for (ow = lo3; ow < hi3; ow++) {
-                        const int x = ow - pw;
-                        orow[ow] = bias + w0 * r0[x] + w1 * r0[x + 1] + w2 * r0[x + 2] + w3 * r1[x] + w4 * r1[x + 1] +
-                                   w5 * r1[x + 2] + w6 * r2[x] + w7 * r2[x + 1] + w8 * r2[x + 2];
-                    }
-                } else {
-                    for (ow = lo3; ow < hi3; ow++) {
-                        const int x = ow * sw - pw;
-                        orow[ow] = bias + w0 * r0[x] + w1 * r0[x + 1] + w2 * r0[x + 2] + w3 * r1[x] + w4 * r1[x + 1] +
-                                   w5 * r1[x + 2] + w6 * r2[x] + w7 * r2[x + 1] + w8 * r2[x + 2];
-                    }
-                }
-                for (ow = 0; ow < OW; ow++) {
-                    float acc = bias;
-                    if (ow == lo3) ow = hi3; /* skip the interior */
-                    if (ow >= OW) break;
-                    for (kh = 0; kh < 3; kh++)
-                        for (kw = 0; kw < 3; kw++) {
-                            const int iw = ow * sw - pw + kw;
-                            if (iw >= 0 && iw < W) acc += wk[kh * 3 + kw] * ip[(ptrdiff_t)(ih0 + kh) * W + iw];
-                        }
-                    orow[ow] = acc;
-                }
+                for (p = 0; p < L; p++)
+                    o[p] = bias + w0 * t0[p] + w1 * t1[p] + w2 * t2[p] + w3 * t3[p] + w4 * t4[p] + w5 * t5[p] +
+                           w6 * t6[p] + w7 * t7[p] + w8 * t8[p];
+#endif
             } else {
-                for (ow = 0; ow < OW; ow++) orow[ow] = bias;
-                for (kh = 0; kh < KH; kh++) {
-                    const int ih = oh * sh - ph + kh * dh;
-                    const float *PT2C_RESTRICT irow;
-                    if (ih < 0 || ih >= H) continue;
-                    irow = ip + (ptrdiff_t)ih * W;
+                for (p = 0; p < L; p++) o[p] = bias;
+                for (kh = 0; kh < KH; kh++)
                     for (kw = 0; kw < KW; kw++) {
+                        const float *PT2C_RESTRICT t = PT2C_DW_TAP(kh, kw);
                         const float wv = wk[kh * KW + kw];
-                        const int iw0 = kw * dw - pw; /* input column of output column 0 */
-                        /* output columns whose tap lands inside the row: 0 <= ow*sw + iw0 < W */
-                        const int lo = PT2C_MIN(OW, iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw);
-                        const int hi = PT2C_MIN(OW, iw0 > W - 1 ? 0 : (W - 1 - iw0) / sw + 1);
-                        if (sw == 1) /* contiguous: vectorises */
-                            for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow + iw0];
-                        else
-                            for (ow = lo; ow < hi; ow++) orow[ow] += wv * irow[ow * sw + iw0];
+                        for (p = 0; p < L; p++) o[p] += wv * t[p];
                     }
+            }
+#undef PT2C_DW_TAP
+            if (ep && !ep->residual) pt2c_epilogue_act(o, L, ep->act, ep->lo, ep->hi);
+            for (r = 0; r < B; r++) {
+                float *PT2C_RESTRICT orow = op + (ptrdiff_t)(oh0 + r) * OW;
+                const float *PT2C_RESTRICT src = o + (ptrdiff_t)r * S;
+                if (ep && ep->residual) {
+                    const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)plane * OHW + (ptrdiff_t)(oh0 + r) * OW;
+                    for (p = 0; p < OW; p++) orow[p] = src[p] + res[p];
+                    pt2c_epilogue_act(orow, OW, ep->act, ep->lo, ep->hi);
+                } else {
+                    pt2c_dw_copy(orow, src, OW);
                 }
             }
-            if (ep && ep->residual) {
-                const float *r = ep->residual + (ptrdiff_t)plane * OHW + (ptrdiff_t)oh * OW;
-                for (ow = 0; ow < OW; ow++) orow[ow] += r[ow];
-            }
-            if (ep) pt2c_epilogue_act(orow, OW, ep->act, ep->lo, ep->hi);
         }
     }
 }

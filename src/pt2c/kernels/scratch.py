@@ -13,6 +13,7 @@ CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
 CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
+DW_FLOATS = 4096  # PT2C_DW_FLOATS
 
 
 def _r16(n: int) -> int:
@@ -91,6 +92,20 @@ def conv2d_wino_scratch_floats(C: int, OC: int, OH: int, OW: int) -> int:
     if P <= 0 or C <= 0 or OC <= 0:
         return 0
     return 36 * (C + OC) * _wino_block_tiles(C, OC, P)
+
+
+def conv2d_depthwise_scratch_floats(H: int, W: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, ph: int,
+                                    pw: int, dh: int, dw: int) -> int:
+    """pt2c_conv2d_depthwise_scratch_floats: none on the direct path (stride 1, "same" padding),
+    else one band of polyphase sub-planes + output per thread."""
+    if OH <= 0 or OW <= 0:
+        return 0
+    if (sh, sw, dh, dw) == (1, 1, 1, 1) and (OH, OW) == (H, W) and 2 * ph == KH - 1 and 2 * pw == KW - 1:
+        return 0
+    S, qh, nsub = OW + (KW - 1) * dw // sw, (KH - 1) * dh // sh, sh * sw
+    B = max(1, min(int((DW_FLOATS // S - nsub * (qh + 1)) / (nsub + 1)), OH))
+    per = nsub * (B + qh + 1) * S + 8 + (B * S + 7) // 8 * 8
+    return MAX_THREADS * ((per + 15) & ~15)
 
 
 def sdpa_scratch_floats(Lq: int, Lk: int, D: int, Dv: int) -> int:

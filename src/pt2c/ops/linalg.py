@@ -271,7 +271,7 @@ def _emit_conv2d(em: Any, node: Node) -> None:
     X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
     if is_depthwise(node):
         em.line(f"pt2c_conv2d_depthwise({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
-                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW});")
+                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
     elif at.get("winograd"):
         em.line(f"pt2c_conv2d_wino({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {ph}, {pw}, {OH}, {OW}, "
                 f"{em.scratch(node)}); /* Winograd F(4x4, 3x3) */")
@@ -283,11 +283,18 @@ def _emit_conv2d(em: Any, node: Node) -> None:
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {at['groups']}, {OH}, {OW}, {em.scratch(node)});")
 
 
+def _dw_args(node: Node) -> list[int]:
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    return [x.shape[2], x.shape[3], out.shape[2], out.shape[3], *at["kernel"], *at["stride"], *at["padding"],
+            *at["dilation"]]
+
+
 def _conv_scratch(node: Node) -> int:
-    if is_depthwise(node):
-        return 0
     from pt2c.kernels import scratch
 
+    if is_depthwise(node):
+        return 4 * scratch.conv2d_depthwise_scratch_floats(*_dw_args(node))
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
     if at.get("winograd"):
@@ -303,7 +310,7 @@ def _conv_scratch_c(node: Node) -> str:
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
     if is_depthwise(node):
-        return "0"
+        return f"4 * pt2c_conv2d_depthwise_scratch_floats({', '.join(map(str, _dw_args(node)))})"
     if at.get("winograd"):
         return f"4 * pt2c_conv2d_wino_scratch_floats({x.shape[1]}, {out.shape[1]}, {out.shape[2]}, {out.shape[3]})"
     if at.get("smallp"):
