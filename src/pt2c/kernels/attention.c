@@ -304,10 +304,10 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                     memset(s, 0, (size_t)nk * sizeof(float));
                     continue;
                 }
-                float corr = expf(m[ii] - mnew); /* 0 on the first unmasked tile */
+                float corr = pt2c_exp(m[ii] - mnew); /* 0 on the first unmasked tile */
                 float psum = 0.0f;
                 for (int jj = 0; jj < n; jj++) {
-                    s[jj] = expf(s[jj] - mnew);
+                    s[jj] = pt2c_exp(s[jj] - mnew);
                     psum += s[jj];
                 }
                 for (int jj = n; jj < nk; jj++)

@@ -56,6 +56,21 @@
 #define PT2C_SIMD_NEON 1
 #endif
 
+/* m ? a : b for floats, as bit operations: GCC (with the default -ftrapping-math) will not
+ * if-convert a float ?: whose result feeds more float arithmetic, so a loop over the functions
+ * below would not vectorise; this select always does (GCC and Clang). */
+static inline PT2C_UNUSED float pt2c_select(int m, float a, float b)
+{
+    union {
+        float f;
+        uint32_t u;
+    } ua, ub, r;
+    const uint32_t k = (uint32_t)0 - (uint32_t)(m != 0);
+    ua.f = a, ub.f = b;
+    r.u = (ua.u & k) | (ub.u & ~k);
+    return r.f;
+}
+
 /* erf for float without a libm call, so that loops over it vectorise (GELU): the rational
  * approximation of Eigen / TensorFlow (odd degree-13 / even degree-8 polynomials on x clamped to
  * [-4, 4]).  Max absolute error 4.2e-7 against erf() over [-6, 6] (near +-1 for |x| > 3; tested in
@@ -63,7 +78,8 @@
 static inline PT2C_UNUSED float pt2c_erf(float x)
 {
     float x2, p, q, r;
-    x = x < -4.0f ? -4.0f : (x > 4.0f ? 4.0f : x); /* NaN passes through */
+    x = pt2c_select(x < -4.0f, -4.0f, x); /* NaN passes through */
+    x = pt2c_select(x > 4.0f, 4.0f, x);
     x2 = x * x;
     p = -2.72614225801306e-10f;
     p = p * x2 + 2.77068142495902e-08f;
@@ -78,7 +94,8 @@ static inline PT2C_UNUSED float pt2c_erf(float x)
     q = q * x2 - 7.37332916720468e-03f;
     q = q * x2 - 1.42647390514189e-02f;
     r = x * p / q;
-    return r < -1.0f ? -1.0f : (r > 1.0f ? 1.0f : r); /* the rounding may step just past +-1 */
+    r = pt2c_select(r < -1.0f, -1.0f, r); /* the rounding may step just past +-1 */
+    return pt2c_select(r > 1.0f, 1.0f, r);
 }
 
 /* tanh for float without a libm call (GELU's tanh form, tanh activations): Eigen's rational
@@ -87,7 +104,8 @@ static inline PT2C_UNUSED float pt2c_erf(float x)
 static inline PT2C_UNUSED float pt2c_tanh(float x)
 {
     float c, x2, p, q, r;
-    c = x < -7.90531110763549805f ? -7.90531110763549805f : (x > 7.90531110763549805f ? 7.90531110763549805f : x);
+    c = pt2c_select(x < -7.90531110763549805f, -7.90531110763549805f, x);
+    c = pt2c_select(c > 7.90531110763549805f, 7.90531110763549805f, c);
     x2 = c * c;
     p = -2.76076847742355e-16f;
     p = p * x2 + 2.00018790482477e-13f;
@@ -101,8 +119,43 @@ static inline PT2C_UNUSED float pt2c_tanh(float x)
     q = q * x2 + 2.26843463243900e-03f;
     q = q * x2 + 4.89352518554385e-03f;
     r = c * p / q;
-    r = r < -1.0f ? -1.0f : (r > 1.0f ? 1.0f : r);
-    return (x < 4e-4f && x > -4e-4f) ? x : r;
+    r = pt2c_select(r < -1.0f, -1.0f, r);
+    r = pt2c_select(r > 1.0f, 1.0f, r);
+    return pt2c_select((x < 4e-4f) & (x > -4e-4f), x, r);
+}
+
+/* exp for float without a libm call, so that softmax / attention / SiLU / sigmoid loops
+ * vectorise: Cephes' expf (x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial for e^r), 2^n applied
+ * as two exact power-of-two factors so that the whole float range is right, gradual underflow
+ * included.  Max relative error 2 ulp against exp() (tests/test_kernels_misc.py); -inf gives 0,
+ * +inf gives +inf, NaN gives NaN. */
+static inline PT2C_UNUSED float pt2c_exp(float x)
+{
+    union {
+        float f;
+        uint32_t u;
+    } t, s1, s2;
+    float c, r, p;
+    int32_t n, n1;
+    c = pt2c_select(x < -104.0f, -104.0f, x); /* NaN passes through */
+    c = pt2c_select(c > 88.7228394f, 88.7228394f, c);
+    t.f = c * 1.44269504088896341f + 12582912.0f;                     /* 1.5 * 2^23: round to nearest */
+    n = (int32_t)(t.u - 0x4b400000u);                                 /* that integer, from the bits */
+    p = t.f - 12582912.0f;
+    r = c - p * 0.693359375f;
+    r = r + p * 2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    n1 = n / 2; /* 2^n = 2^n1 * 2^(n - n1), each a normal float for n in [-150, 128] */
+    s1.u = (uint32_t)(n1 + 127) << 23;
+    s2.u = (uint32_t)(n - n1 + 127) << 23;
+    p = p * s1.f * s2.f;
+    return pt2c_select(x > 88.7228394f, (float)HUGE_VAL, p);
 }
 
 #define PT2C_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -159,7 +159,7 @@ PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
         }
         break;
     case PT2C_ACT_SILU:
-        for (j = 0; j < n; j++) x[j] = x[j] / (1.0f + expf(-x[j]));
+        for (j = 0; j < n; j++) x[j] = x[j] / (1.0f + pt2c_exp(-x[j]));
         break;
     case PT2C_ACT_GELU:
         for (j = 0; j < n; j++) x[j] = 0.5f * x[j] * (1.0f + pt2c_erf(x[j] * 0.70710678118654752f));
@@ -171,7 +171,7 @@ PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
         }
         break;
     case PT2C_ACT_SIGMOID:
-        for (j = 0; j < n; j++) x[j] = 1.0f / (1.0f + expf(-x[j]));
+        for (j = 0; j < n; j++) x[j] = 1.0f / (1.0f + pt2c_exp(-x[j]));
         break;
     case PT2C_ACT_TANH:
         for (j = 0; j < n; j++) x[j] = pt2c_tanh(x[j]);
