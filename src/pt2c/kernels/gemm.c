@@ -465,7 +465,9 @@ static void pt2c_gemm_pack_b(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
         int nr = PT2C_MIN(PT2C_GEMM_NR, nc - jp);
         float *d = dst + (ptrdiff_t)jp * kc;
         const float *s = b + jp * csb;
-        if (csb == 1) { /* rows contiguous: plain copies */
+        if (csb == 1 && nr == PT2C_GEMM_NR) { /* rows contiguous, whole panel: fixed-size copies (inlined) */
+            for (k = 0; k < kc; k++) memcpy(d + k * PT2C_GEMM_NR, s + k * rsb, PT2C_GEMM_NR * sizeof(float));
+        } else if (csb == 1) { /* rows contiguous: plain copies */
             for (k = 0; k < kc; k++) {
                 memcpy(d + k * PT2C_GEMM_NR, s + k * rsb, (size_t)nr * sizeof(float));
                 for (j = nr; j < PT2C_GEMM_NR; j++) d[k * PT2C_GEMM_NR + j] = 0.0f;
