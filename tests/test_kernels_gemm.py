@@ -294,6 +294,7 @@ CONV_CASES = [
     (2, 8, 10, 10, 12, 3, 3, 1, 1, 1, 2, False, True),     # groups 2
     (1, 8, 6, 6, 16, 1, 1, 1, 0, 1, 4, False, True),       # grouped pointwise
     (1, 64, 40, 40, 20, 3, 3, 1, 1, 1, 1, False, False),   # several im2col tiles
+    (1, 3, 70, 66, 8, 7, 7, 2, 3, 1, 1, False, True),      # stride 2, whole 16-pixel panels in one row (deinterleave)
     (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise
     (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False),     # depthwise, multiplier 2, stride 2
     (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2

@@ -69,6 +69,30 @@ static void pt2c_im2col_panel_w(float *PT2C_RESTRICT dst, int PW, const float *P
         const float *plane = in + (ptrdiff_t)c * H * W;
         for (kh = 0; kh < KH; kh++) {
             for (kw = 0; kw < KW; kw++, dst += PW) {
+#if defined(PT2C_GEMM_VEC)
+                /* the common case: one run of a whole 16-wide panel, every tap inside the plane */
+                if (nrun == 1 && PW == 16 && run_len[0] == 16 && (sw == 1 || sw == 2)) {
+                    const int ih = run_oh[0] * sh - ph + kh * dh, iw0 = run_ow[0] * sw - pw + kw * dw;
+                    if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
+                        const float *src = plane + (ptrdiff_t)ih * W + iw0;
+                        if (sw == 1) {
+                            PT2C_V8_STORE(dst, PT2C_V8_LOAD(src));
+                            PT2C_V8_STORE(dst + 8, PT2C_V8_LOAD(src + 8));
+                            continue;
+                        }
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+                        {
+                            /* src[0, 2, .., 30]: the evens of [0, 16), then the odds of [15, 31) (no read past src[30]) */
+                            const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
+                            const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
+                            _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+                            _mm256_storeu_ps(dst + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+                            continue;
+                        }
+#endif
+                    }
+                }
+#endif
                 for (t = 0; t < PW; t++) dst[t] = 0.0f;
                 for (r = 0; r < nrun; r++) {
                     int ih = run_oh[r] * sh - ph + kh * dh;
@@ -377,8 +401,7 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
     }
 }
 
-/* Depthwise (groups == C, OC = C * multiplier): w is [OC][KH*KW], unpacked. */
-/* ---- depthwise (groups == C, OC = mult * C) ----
+/* ---- depthwise (groups == C, OC = mult * C; w is [OC][KH*KW], unpacked) ----
  *
  * One output plane per task.  Stride 1 with "same" padding (OH = H, OW = W: MobileNet,
  * EfficientNet) reads the input directly: output p = oh*W + ow of the plane flattened needs

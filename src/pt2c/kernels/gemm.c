@@ -213,7 +213,7 @@ static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int 
 /* ---- micro-kernel ---- */
 
 #if defined(PT2C_GEMM_VEC)
-/* Epilogues the micro-kernel applies in registers on full tiles (same
+/* Epilogues the micro-kernel applies in registers on full-width tiles (same
  * operation order as pt2c_gemm_store_tile, so the same bits); the others go
  * through the store_tile path. */
 #define PT2C_GEMM_EP_IN_REGS(ep) \
@@ -244,9 +244,10 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
 
 /* ROWS x 16 tile over kc steps.  A(i,k) = a[i*ars + k*acs] (packed panel:
  * ars=1, acs=MR), b is a packed NR-wide panel.  ROWS is a compile-time
- * constant after inlining, so the unused rows vanish.  Full tiles without an
- * epilogue or with a bias/residual/relu/clamp epilogue are stored straight
- * from registers; everything else goes through pt2c_gemm_store_tile. */
+ * constant after inlining, so the unused rows vanish.  Full-width tiles (any
+ * number of rows) without an epilogue or with a bias/residual/relu/clamp
+ * epilogue are stored straight from registers; everything else goes through
+ * pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                              const float *PT2C_RESTRICT b, float *c, int ldc, int mr, int nr,
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS)
@@ -259,9 +260,9 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
     int k = 0;
     /* Start pulling the C tile in now (rows are ldc apart, often on different
      * pages); it is needed only after the k loop.  Worth ~10% on large C. */
-    if (mr == ROWS && nr == PT2C_GEMM_NR) {
+    if (nr == PT2C_GEMM_NR) {
         int i;
-        for (i = 0; i < ROWS; i++) {
+        for (i = 0; i < ROWS && i < mr; i++) {
             PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
             PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 15);
         }
@@ -314,7 +315,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         a += acs;
         b += PT2C_GEMM_NR;
     }
-    if (mr == ROWS && nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) {
+    if (nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) { /* whole rows: from registers (the first mr) */
         float *r;
 #define PT2C_GEMM_PUT(ROW, V0, V1)                                                  \
         r = c + (ptrdiff_t)(ROW) * ldc;                                             \
@@ -322,11 +323,11 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         if (ep) pt2c_gemm_ep_row(ep, &V0, &V1, i0 + (ROW), j0);                     \
         PT2C_V8_STORE(r, V0), PT2C_V8_STORE(r + 8, V1)
         PT2C_GEMM_PUT(0, c00, c01);
-        if (ROWS > 1) { PT2C_GEMM_PUT(1, c10, c11); }
-        if (ROWS > 2) { PT2C_GEMM_PUT(2, c20, c21); }
-        if (ROWS > 3) { PT2C_GEMM_PUT(3, c30, c31); }
-        if (ROWS > 4) { PT2C_GEMM_PUT(4, c40, c41); }
-        if (ROWS > 5) { PT2C_GEMM_PUT(5, c50, c51); }
+        if (ROWS > 1 && mr > 1) { PT2C_GEMM_PUT(1, c10, c11); }
+        if (ROWS > 2 && mr > 2) { PT2C_GEMM_PUT(2, c20, c21); }
+        if (ROWS > 3 && mr > 3) { PT2C_GEMM_PUT(3, c30, c31); }
+        if (ROWS > 4 && mr > 4) { PT2C_GEMM_PUT(4, c40, c41); }
+        if (ROWS > 5 && mr > 5) { PT2C_GEMM_PUT(5, c50, c51); }
 #undef PT2C_GEMM_PUT
     } else {
         float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
@@ -385,9 +386,9 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 /* AVX-512: a 6 x 32 tile over two adjacent packed-B panels (b0: columns j0..j0+15, b1: the next
  * 16), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
  * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
- * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded).  Full
- * tiles with a bias/residual/relu/clamp epilogue are stored from registers (same operation
- * order as pt2c_gemm_store_tile); the rest spill to pt2c_gemm_store_tile. */
+ * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded).  The
+ * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
+ * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
 static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
                                         const float *PT2C_RESTRICT b1, float *c, int ldc, int mr, int accumulate,
                                         const pt2c_epilogue *ep, int i0, int j0)
@@ -395,11 +396,10 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     int k, i;
-    if (mr == PT2C_GEMM_MR)
-        for (i = 0; i < PT2C_GEMM_MR; i++) {
-            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
-            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
-        }
+    for (i = 0; i < mr; i++) {
+        PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
+        PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
+    }
     for (k = 0; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);
@@ -412,12 +412,12 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
         b0 += PT2C_GEMM_NR;
         b1 += PT2C_GEMM_NR;
     }
-    if (mr == PT2C_GEMM_MR && PT2C_GEMM_EP_IN_REGS(ep)) {
+    if (PT2C_GEMM_EP_IN_REGS(ep)) { /* the first mr rows from registers */
         const __m512 zero = _mm512_setzero_ps();
         __m512 acc[12];
         acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11, acc[4] = c20, acc[5] = c21;
         acc[6] = c30, acc[7] = c31, acc[8] = c40, acc[9] = c41, acc[10] = c50, acc[11] = c51;
-        for (i = 0; i < PT2C_GEMM_MR; i++) {
+        for (i = 0; i < mr; i++) {
             float *r = c + (ptrdiff_t)i * ldc;
             __m512 v0 = acc[2 * i], v1 = acc[2 * i + 1];
             if (accumulate) v0 = _mm512_add_ps(v0, _mm512_loadu_ps(r)), v1 = _mm512_add_ps(v1, _mm512_loadu_ps(r + 16));
