@@ -272,6 +272,9 @@ def test_library_dependencies(zoo_cache, family):
     allowed = set(TOOLCHAIN_WEAK)
     libs = {}
     for soname in ("libc.so.6", "libm.so.6", "libgomp.so.1"):
+        if soname == "libm.so.6" and soname not in deps:  # no libm call left (exp/erf/tanh are inline): not linked
+            libs[soname] = set()
+            continue
         assert soname in deps, f"{soname} not in ldd output {deps}"
         libs[soname] = _dyn_symbols(deps[soname], defined=True)
         allowed |= libs[soname]
