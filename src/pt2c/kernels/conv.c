@@ -8,8 +8,9 @@
  * in tiles of at most PT2C_CONV_COL_FLOATS floats, so scratch stays bounded
  * and the GEMM needs no scratch of its own.
  *
- * pt2c_conv2d_depthwise is a direct loop over zero-padded polyphase copies of
- * bands of input rows (one output plane per task; see there).
+ * pt2c_conv2d_depthwise is a direct loop, one output plane per task: over the
+ * input itself for stride-1 "same" convs, else over zero-padded polyphase
+ * copies of bands of input rows (see there).
  *
  * Epilogue: ep->bias is per output channel, ep->residual is a tensor of the
  * output's NCHW shape (ep->ldr is ignored), then ep->act.
@@ -457,6 +458,35 @@ PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, in
     return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
 }
 
+/* o[p] = bias + sum_k w[k] * t_k[p] for p in [0, n): the nine taps of a 3x3 depthwise conv in
+ * registers (both paths below) */
+PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *t, const float *wk, float bias,
+                                    ptrdiff_t n)
+{
+    ptrdiff_t p = 0;
+#if defined(PT2C_GEMM_VEC)
+    const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
+                  w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
+                  w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
+                  w8 = PT2C_V8_SET1(wk[8]);
+    for (; p + 8 <= n; p += 8) {
+        pt2c_v8 acc = PT2C_V8_FMA(b8, w0, PT2C_V8_LOAD(t[0] + p));
+        acc = PT2C_V8_FMA(acc, w1, PT2C_V8_LOAD(t[1] + p));
+        acc = PT2C_V8_FMA(acc, w2, PT2C_V8_LOAD(t[2] + p));
+        acc = PT2C_V8_FMA(acc, w3, PT2C_V8_LOAD(t[3] + p));
+        acc = PT2C_V8_FMA(acc, w4, PT2C_V8_LOAD(t[4] + p));
+        acc = PT2C_V8_FMA(acc, w5, PT2C_V8_LOAD(t[5] + p));
+        acc = PT2C_V8_FMA(acc, w6, PT2C_V8_LOAD(t[6] + p));
+        acc = PT2C_V8_FMA(acc, w7, PT2C_V8_LOAD(t[7] + p));
+        acc = PT2C_V8_FMA(acc, w8, PT2C_V8_LOAD(t[8] + p));
+        PT2C_V8_STORE(o + p, acc);
+    }
+#endif
+    for (; p < n; p++)
+        o[p] = bias + wk[0] * t[0][p] + wk[1] * t[1][p] + wk[2] * t[2][p] + wk[3] * t[3][p] + wk[4] * t[4][p] +
+               wk[5] * t[5][p] + wk[6] * t[6][p] + wk[7] * t[7][p] + wk[8] * t[8][p];
+}
+
 /* The direct path for one plane (see above): op = bias + taps, before residual / activation. */
 static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT ip, const float *PT2C_RESTRICT wk,
                                float bias, int H, int W, int KH, int KW)
@@ -465,31 +495,13 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
     /* rows whose vertical taps are all inside: [r0, r1); columns whose horizontal ones are: [pw, W - pw) */
     const int r0 = PT2C_MIN(ph, H), r1 = PT2C_MAX(r0, H - ph);
     const ptrdiff_t p0 = (ptrdiff_t)r0 * W + pw, p1 = (ptrdiff_t)r1 * W - pw;
-    ptrdiff_t p = p0;
+    ptrdiff_t p;
     int oh, ow, kh, kw;
     if (p1 > p0 && KH == 3 && KW == 3) {
-        const float *t0 = ip - W - 1, *t3 = ip - 1, *t6 = ip + W - 1;
-#if defined(PT2C_GEMM_VEC)
-        const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
-                      w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
-                      w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
-                      w8 = PT2C_V8_SET1(wk[8]);
-        for (; p + 8 <= p1; p += 8) {
-            pt2c_v8 acc = PT2C_V8_FMA(b8, w0, PT2C_V8_LOAD(t0 + p));
-            acc = PT2C_V8_FMA(acc, w1, PT2C_V8_LOAD(t0 + p + 1));
-            acc = PT2C_V8_FMA(acc, w2, PT2C_V8_LOAD(t0 + p + 2));
-            acc = PT2C_V8_FMA(acc, w3, PT2C_V8_LOAD(t3 + p));
-            acc = PT2C_V8_FMA(acc, w4, PT2C_V8_LOAD(t3 + p + 1));
-            acc = PT2C_V8_FMA(acc, w5, PT2C_V8_LOAD(t3 + p + 2));
-            acc = PT2C_V8_FMA(acc, w6, PT2C_V8_LOAD(t6 + p));
-            acc = PT2C_V8_FMA(acc, w7, PT2C_V8_LOAD(t6 + p + 1));
-            acc = PT2C_V8_FMA(acc, w8, PT2C_V8_LOAD(t6 + p + 2));
-            PT2C_V8_STORE(op + p, acc);
-        }
-#endif
-        for (; p < p1; p++)
-            op[p] = bias + wk[0] * t0[p] + wk[1] * t0[p + 1] + wk[2] * t0[p + 2] + wk[3] * t3[p] + wk[4] * t3[p + 1] +
-                    wk[5] * t3[p + 2] + wk[6] * t6[p] + wk[7] * t6[p + 1] + wk[8] * t6[p + 2];
+        const float *t[9];
+        for (kh = 0; kh < 3; kh++)
+            for (kw = 0; kw < 3; kw++) t[kh * 3 + kw] = ip + p0 + (ptrdiff_t)(kh - 1) * W + (kw - 1);
+        pt2c_dw_taps9(op + p0, t, wk, bias, p1 - p0);
     } else if (p1 > p0) {
         for (p = p0; p < p1; p++) op[p] = bias;
         for (kh = 0; kh < KH; kh++)
@@ -501,7 +513,7 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
     }
     /* rows with a tap above / below the plane: the taps that are inside, column range by column range */
     for (oh = 0; oh < H; oh++) {
-        float *PT2C_RESTRICT orow = op + (ptrdiff_t)oh * W;
+        float *PT2C_RESTRICT orow;
         if (oh == r0 && r1 > r0) oh = r1; /* skip the inside rows */
         if (oh >= H) break;
         orow = op + (ptrdiff_t)oh * W;
@@ -675,34 +687,10 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
 #define PT2C_DW_TAP(kh, kw) \
     (sub + (ptrdiff_t)(((kh) * dh % sh) * sw + (kw) * dw % sw) * psz + (ptrdiff_t)((kh) * dh / sh) * S + (kw) * dw / sw)
             if (KH == 3 && KW == 3) {
-                /* the nine taps summed in registers */
-                const float *t0 = PT2C_DW_TAP(0, 0), *t1 = PT2C_DW_TAP(0, 1), *t2 = PT2C_DW_TAP(0, 2),
-                            *t3 = PT2C_DW_TAP(1, 0), *t4 = PT2C_DW_TAP(1, 1), *t5 = PT2C_DW_TAP(1, 2),
-                            *t6 = PT2C_DW_TAP(2, 0), *t7 = PT2C_DW_TAP(2, 1), *t8 = PT2C_DW_TAP(2, 2);
-#if defined(PT2C_GEMM_VEC)
-                const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
-                              w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
-                              w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
-                              w8 = PT2C_V8_SET1(wk[8]);
-                for (p = 0; p < L; p += 8) { /* whole vectors: the band's floats are padded to them */
-                    pt2c_v8 acc = PT2C_V8_FMA(b8, w0, PT2C_V8_LOAD(t0 + p));
-                    acc = PT2C_V8_FMA(acc, w1, PT2C_V8_LOAD(t1 + p));
-                    acc = PT2C_V8_FMA(acc, w2, PT2C_V8_LOAD(t2 + p));
-                    acc = PT2C_V8_FMA(acc, w3, PT2C_V8_LOAD(t3 + p));
-                    acc = PT2C_V8_FMA(acc, w4, PT2C_V8_LOAD(t4 + p));
-                    acc = PT2C_V8_FMA(acc, w5, PT2C_V8_LOAD(t5 + p));
-                    acc = PT2C_V8_FMA(acc, w6, PT2C_V8_LOAD(t6 + p));
-                    acc = PT2C_V8_FMA(acc, w7, PT2C_V8_LOAD(t7 + p));
-                    acc = PT2C_V8_FMA(acc, w8, PT2C_V8_LOAD(t8 + p));
-                    PT2C_V8_STORE(o + p, acc);
-                }
-#else
-                const float w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4], w5 = wk[5], w6 = wk[6],
-                            w7 = wk[7], w8 = wk[8];
-                for (p = 0; p < L; p++)
-                    o[p] = bias + w0 * t0[p] + w1 * t1[p] + w2 * t2[p] + w3 * t3[p] + w4 * t4[p] + w5 * t5[p] +
-                           w6 * t6[p] + w7 * t7[p] + w8 * t8[p];
-#endif
+                const float *t[9];
+                for (kh = 0; kh < 3; kh++)
+                    for (kw = 0; kw < 3; kw++) t[kh * 3 + kw] = PT2C_DW_TAP(kh, kw);
+                pt2c_dw_taps9(o, t, wk, bias, (L + 7) / 8 * 8); /* whole vectors: the band is padded to them */
             } else {
                 for (p = 0; p < L; p++) o[p] = bias;
                 for (kh = 0; kh < KH; kh++)
