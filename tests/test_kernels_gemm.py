@@ -295,17 +295,20 @@ CONV_CASES = [
     (1, 8, 6, 6, 16, 1, 1, 1, 0, 1, 4, False, True),       # grouped pointwise
     (1, 64, 40, 40, 20, 3, 3, 1, 1, 1, 1, False, False),   # several im2col tiles
     (1, 3, 70, 66, 8, 7, 7, 2, 3, 1, 1, False, True),      # stride 2, whole 16-pixel panels in one row (deinterleave)
-    (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise
+    (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise (small plane: 8 channels at a time)
     (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False),     # depthwise, multiplier 2, stride 2
     (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2
     (1, 3, 9, 9, 6, 3, 3, 2, 0, 1, 3, True, True),         # depthwise, no padding, multiplier 2
     (1, 5, 8, 8, 5, 3, 3, 1, 1, 1, 5, False, True),        # depthwise shape through the GEMM path
-    (1, 7, 2, 2, 7, 3, 3, 1, 1, 1, 7, True, True),         # depthwise direct path, no inside row or column
-    (2, 3, 1, 9, 6, 3, 3, 1, 1, 1, 3, True, False),        # depthwise direct path, one row
-    (1, 5, 7, 7, 5, 5, 5, 1, 2, 1, 5, True, True),         # depthwise direct path, 5x5
-    (1, 4, 30, 29, 4, 7, 7, 1, 3, 1, 4, True, False),      # depthwise direct path, 7x7
+    (1, 7, 2, 2, 7, 3, 3, 1, 1, 1, 7, True, True),         # depthwise, a plane smaller than the kernel
+    (1, 13, 20, 17, 13, 3, 3, 1, 1, 1, 13, True, True),    # depthwise, 8 + 5 channels
+    (1, 3, 2, 600, 3, 3, 3, 1, 1, 1, 3, True, True),       # depthwise direct path, no inside row
+    (2, 3, 1, 1100, 6, 3, 3, 1, 1, 1, 3, True, False),     # depthwise direct path, one row, multiplier 2
+    (1, 5, 40, 33, 5, 5, 5, 1, 2, 1, 5, True, True),       # depthwise direct path, 5x5
+    (1, 4, 36, 33, 4, 7, 7, 1, 3, 1, 4, True, False),      # depthwise direct path, 7x7
+    (1, 2, 64, 64, 2, 3, 3, 1, 1, 1, 2, True, True),       # depthwise direct path, 3x3
     (1, 6, 23, 19, 6, 5, 5, 2, 2, 1, 6, True, True),       # depthwise 5x5 stride 2 (EfficientNet)
-    (1, 2, 200, 150, 2, 3, 3, 2, 1, 1, 2, True, True),     # depthwise stride 2, several bands, vector deinterleave
+    (1, 2, 200, 150, 2, 3, 3, 2, 1, 1, 2, True, True),     # depthwise stride 2, several bands
     (1, 3, 11, 12, 3, 3, 3, 3, 1, 1, 3, True, False),      # depthwise stride 3
 ]
 

@@ -404,58 +404,57 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
 
 /* ---- depthwise (groups == C, OC = mult * C; w is [OC][KH*KW], unpacked) ----
  *
- * One output plane per task.  Stride 1 with "same" padding (OH = H, OW = W: MobileNet,
- * EfficientNet) reads the input directly: output p = oh*W + ow of the plane flattened needs
- * input p + (kh - ph)*W + (kw - pw), so every row whose vertical taps are all inside is one
- * unit-stride vector loop over the flattened rows; the few columns whose taps wrap into the
- * neighbouring row, and the top / bottom rows, are computed again by an exact edge loop.
+ * Stride 1 with "same" padding (OH = H, OW = W: MobileNet, EfficientNet) on planes larger than
+ * PT2C_DW_DIRECT_MIN_HW reads the input directly, one plane per task: output p = oh*W + ow of the
+ * plane flattened needs input p + (kh - ph)*W + (kw - pw), so every row whose vertical taps are all
+ * inside is one unit-stride vector loop over the flattened rows; the few columns whose taps wrap
+ * into the neighbouring row, and the top / bottom rows, are computed again by an exact edge loop.
  *
- * Any other stride / dilation / padding goes in bands of output rows: a band's input rows are
- * first copied, zero-padded, into sh*sw polyphase sub-planes of row stride S = OW + (KW-1)*dw/sw:
- *     sub(a, b)[i][j] = xpad[(oh0 + i)*sh + a][j*sw + b]
- * so that tap (kh, kw) of band output (r, ow) is element r*S + ow + (kh*dh/sh)*S + kw*dw/sw of
- * sub((kh*dh) % sh, (kw*dw) % sw): again one unit-stride run per tap over the band flattened
- * to rows x S (the S - OW columns past each row are computed and dropped; one extra zero row
- * keeps their reads in bounds).  Bands are sized to stay in L1 (PT2C_DW_FLOATS per thread). */
-#ifndef PT2C_DW_FLOATS
-#define PT2C_DW_FLOATS 4096
+ * Everything else (strides, dilation, other padding, small planes, whose rows are short and
+ * mostly edge) goes eight channels at a time, in bands of output rows: the band's input rows of
+ * the 8 planes are interleaved, zero-padded, into x8[r][s][8] (r, s: padded input row and
+ * column; 8x8 transposes), so every output pixel is KH*KW FMAs of 8 channels whatever the stride,
+ * padding and dilation; the results o8[q][8] are then transposed back into the 8 output planes.
+ * A band (x8, o8, the interleaved weights) is sized to PT2C_DW_CB_FLOATS per thread. */
+#ifndef PT2C_DW_DIRECT_MIN_HW
+#define PT2C_DW_DIRECT_MIN_HW 1024
+#endif
+#ifndef PT2C_DW_CB_FLOATS
+#define PT2C_DW_CB_FLOATS 16384
 #endif
 
-typedef struct {
-    int S, qh, B, nsub;
-} pt2c_dw_geom;
-
-static pt2c_dw_geom pt2c_dw_plan(int OH, int OW, int KH, int KW, int sh, int sw, int dh, int dw)
+static int pt2c_dw_direct(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
 {
-    pt2c_dw_geom g;
-    g.S = OW + (KW - 1) * dw / sw;
-    g.qh = (KH - 1) * dh / sh;
-    g.nsub = sh * sw;
-    /* nsub * (B + qh + 1) * S input floats + B * S output floats <= PT2C_DW_FLOATS, B >= 1 */
-    g.B = (int)((PT2C_DW_FLOATS / (long)g.S - (long)g.nsub * (g.qh + 1)) / (g.nsub + 1));
-    g.B = PT2C_MAX(1, PT2C_MIN(g.B, OH));
+    return sh == 1 && sw == 1 && dh == 1 && dw == 1 && OH == H && OW == W && 2 * ph == KH - 1 && 2 * pw == KW - 1 &&
+           (long)OH * OW > PT2C_DW_DIRECT_MIN_HW;
+}
+
+typedef struct {
+    int WP, B; /* padded input row length, output rows per band */
+} pt2c_dw_band;
+
+static pt2c_dw_band pt2c_dw_plan(int OH, int OW, int KH, int KW, int sh, int sw, int dh, int dw)
+{
+    pt2c_dw_band g;
+    /* in 8-float units: weights + bias + the band's (B-1)*sh + (KH-1)*dh + 1 input rows + B output rows */
+    const long fixed = (long)KH * KW + 1 + ((long)(KH - 1) * dh + 1) * ((long)(OW - 1) * sw + (long)(KW - 1) * dw + 1);
+    g.WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    g.B = (int)PT2C_MAX(1, PT2C_MIN((PT2C_DW_CB_FLOATS / 8 - fixed) / ((long)sh * g.WP + OW), (long)OH));
     return g;
 }
 
-/* sub-planes, 8 zero floats after them (vector loads past the last one), the output band rounded
- * up to whole 8-lane vectors */
-static size_t pt2c_dw_thread_floats(pt2c_dw_geom g)
+/* x8 + o8 + weights + bias of one band, and a 64-float transpose buffer */
+static size_t pt2c_dw_thread_floats(int OW, int KH, int KW, int sh, int dh, pt2c_dw_band g)
 {
-    const size_t in = (size_t)g.nsub * (size_t)(g.B + g.qh + 1) * (size_t)g.S + 8;
-    return (in + ((size_t)g.B * (size_t)g.S + 7) / 8 * 8 + 15) & ~(size_t)15;
-}
-
-/* stride 1, dilation 1, "same" padding: the direct path, no scratch */
-static int pt2c_dw_direct(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
-{
-    return sh == 1 && sw == 1 && dh == 1 && dw == 1 && OH == H && OW == W && 2 * ph == KH - 1 && 2 * pw == KW - 1;
+    const size_t HB = (size_t)(g.B - 1) * sh + (size_t)(KH - 1) * dh + 1;
+    return (8 * (HB * g.WP + (size_t)g.B * OW + (size_t)KH * KW + 1) + 64 + 15) & ~(size_t)15;
 }
 
 PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw,
                                                         int ph, int pw, int dh, int dw)
 {
     if (OH <= 0 || OW <= 0 || pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) return 0;
-    return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
+    return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(OW, KH, KW, sh, dh, pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
 }
 
 /* o[p] = bias + sum_k w[k] * t_k[p] for p in [0, n): the nine taps of a 3x3 depthwise conv in
@@ -554,16 +553,6 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
         }
 }
 
-/* d[0, n) = s[0, n), inline: these rows are short (7..112), a memcpy call costs more */
-PT2C_GEMM_INLINE void pt2c_dw_copy(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT s, int n)
-{
-    int j = 0;
-#if defined(PT2C_GEMM_VEC)
-    for (; j + 8 <= n; j += 8) PT2C_V8_STORE(d + j, PT2C_V8_LOAD(s + j));
-#endif
-    for (; j < n; j++) d[j] = s[j];
-}
-
 PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
 {
     int j = 0;
@@ -573,147 +562,186 @@ PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
     for (; j < n; j++) d[j] = 0.0f;
 }
 
-/* d0[j] = x[2j - pw], d1[j] = x[2j + 1 - pw] for j in [0, S) (zero outside the W-wide row x):
- * both column phases of a stride-2 row in one pass */
-static void pt2c_dw_fill_row2(float *PT2C_RESTRICT d0, float *PT2C_RESTRICT d1, const float *PT2C_RESTRICT x, int W,
-                              int pw, int S)
-{
-    /* [jlo, jhi): both taps inside the row */
-    const int jlo = PT2C_MIN(S, (pw + 1) / 2), jhi = PT2C_MAX(jlo, PT2C_MIN(S, (W + pw) / 2));
-    int j;
-    for (j = 0; j < S; j++) {
-        int c;
-        if (j == jlo) {
-            const float *PT2C_RESTRICT r = x + (2 * jlo - pw);
-            int k = 0;
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-            for (; k + 8 <= jhi - jlo; k += 8) {
-                const __m256 a = _mm256_loadu_ps(r + 2 * k), b = _mm256_loadu_ps(r + 2 * k + 8);
-                /* per 128-bit lane: evens / odds of a and b, then the 64-bit pairs into order */
-                const __m256 e = _mm256_shuffle_ps(a, b, 0x88), o = _mm256_shuffle_ps(a, b, 0xDD);
-                _mm256_storeu_ps(d0 + jlo + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-                _mm256_storeu_ps(d1 + jlo + k, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+/* d[8*i + j] = s_j[i] for i, j < 8: eight 8-float rows, transposed into 64 contiguous floats */
+PT2C_GEMM_INLINE void pt2c_tr8x8(float *PT2C_RESTRICT d, const float *const *s)
+{
+    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
+                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
+                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+/* Output channels [c0, c0 + cg) (cg <= 8) of one image; in and out are the image's, channel
+ * oc reads input channel oc / mult. */
+static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt2c_epilogue *ep, int c0, int cg,
+                           int mult, int H, int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OH,
+                           int OW, pt2c_dw_band g, float *PT2C_RESTRICT ws)
+{
+    const int WP = g.WP, KK = KH * KW;
+    const ptrdiff_t HW = (ptrdiff_t)H * W, OHW = (ptrdiff_t)OH * OW;
+    float *PT2C_RESTRICT w8 = ws + 64; /* after a 64-float transpose buffer */
+    float *PT2C_RESTRICT b8 = w8 + 8 * KK;
+    float *PT2C_RESTRICT o8 = b8 + 8;
+    float *PT2C_RESTRICT x8 = o8 + (ptrdiff_t)8 * g.B * OW;
+    /* the padded input columns that are inside: [slo, shi) */
+    const int slo = PT2C_MIN(pw, WP), shi = PT2C_MAX(slo, PT2C_MIN(WP, W + pw));
+    const float *src[8];
+    int c, r, s, t, oh, ow, oh0;
+    for (c = 0; c < 8; c++) {
+        for (t = 0; t < KK; t++) w8[t * 8 + c] = c < cg ? w[(ptrdiff_t)(c0 + c) * KK + t] : 0.0f;
+        b8[c] = c < cg && ep && ep->bias ? ep->bias[c0 + c] : 0.0f;
+        /* lanes past cg repeat the last channel (finite values; their weights are zero) */
+        src[c] = in + (ptrdiff_t)((c0 + PT2C_MIN(c, cg - 1)) / mult) * HW - pw;
+    }
+    for (oh0 = 0; oh0 < OH; oh0 += g.B) {
+        const int nb = PT2C_MIN(g.B, OH - oh0), hb = (nb - 1) * sh + (KH - 1) * dh + 1;
+        const ptrdiff_t q0 = (ptrdiff_t)oh0 * OW, nq = (ptrdiff_t)nb * OW;
+        ptrdiff_t q;
+        /* interleave: x8[r][s][c] = x_c[oh0*sh + r - ph][s - pw], zero outside */
+        for (r = 0; r < hb; r++) {
+            const int ih = oh0 * sh + r - ph;
+            float *PT2C_RESTRICT d = x8 + (ptrdiff_t)r * WP * 8;
+            const ptrdiff_t row = (ptrdiff_t)ih * W;
+            if (ih < 0 || ih >= H) {
+                pt2c_dw_zero(d, WP * 8);
+                continue;
             }
-#elif defined(PT2C_SIMD_NEON)
-            for (; k + 4 <= jhi - jlo; k += 4) {
-                const float32x4x2_t v = vld2q_f32(r + 2 * k);
-                vst1q_f32(d0 + jlo + k, v.val[0]);
-                vst1q_f32(d1 + jlo + k, v.val[1]);
+            pt2c_dw_zero(d, slo * 8);
+            pt2c_dw_zero(d + shi * 8, (WP - shi) * 8);
+            s = slo;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+            for (; s + 8 <= shi; s += 8) {
+                const float *sp[8];
+                for (c = 0; c < 8; c++) sp[c] = src[c] + row + s;
+                pt2c_tr8x8(d + s * 8, sp);
             }
 #endif
-            for (; k < jhi - jlo; k++) {
-                d0[jlo + k] = r[2 * k];
-                d1[jlo + k] = r[2 * k + 1];
-            }
-            j = jhi;
-            if (j >= S) break;
+            for (; s < shi; s++)
+                for (c = 0; c < 8; c++) d[s * 8 + c] = src[c][row + s];
         }
-        c = 2 * j - pw;
-        d0[j] = c >= 0 && c < W ? x[c] : 0.0f;
-        d1[j] = c + 1 >= 0 && c + 1 < W ? x[c + 1] : 0.0f;
-    }
-}
-
-/* Rows [i0, i0 + rows) of the sub-planes of input plane ip (H x W) into sub[a*sw + b]. */
-static void pt2c_dw_fill(float *PT2C_RESTRICT sub, const float *PT2C_RESTRICT ip, int H, int W, int sh, int sw, int ph,
-                         int pw, int S, int i0, int rows)
-{
-    const ptrdiff_t plane = (ptrdiff_t)rows * S;
-    int a, b, i, j;
-    for (a = 0; a < sh; a++)
-        for (i = 0; i < rows; i++) {
-            const int ih = (i0 + i) * sh + a - ph;
-            float *PT2C_RESTRICT d = sub + (ptrdiff_t)a * sw * plane + (ptrdiff_t)i * S;
-            const float *PT2C_RESTRICT x = ip + (ptrdiff_t)ih * W;
-            if (ih < 0 || ih >= H) {
-                for (b = 0; b < sw; b++) pt2c_dw_zero(d + b * plane, S);
-            } else if (sw == 1) {
-                const int jlo = PT2C_MIN(S, pw), jhi = PT2C_MAX(jlo, PT2C_MIN(S, W + pw));
-                pt2c_dw_zero(d, jlo);
-                pt2c_dw_copy(d + jlo, x + jlo - pw, jhi - jlo);
-                pt2c_dw_zero(d + jhi, S - jhi);
-            } else if (sw == 2) {
-                pt2c_dw_fill_row2(d, d + plane, x, W, pw, S);
-            } else {
-                for (b = 0; b < sw; b++)
-                    for (j = 0; j < S; j++) {
-                        const int c = j * sw + b - pw;
-                        d[b * plane + j] = c >= 0 && c < W ? x[c] : 0.0f;
+        for (oh = 0; oh < nb; oh++) {
+            const float *xr = x8 + (ptrdiff_t)oh * sh * WP * 8;
+            float *PT2C_RESTRICT orow = o8 + (ptrdiff_t)oh * OW * 8;
+#if defined(PT2C_GEMM_VEC)
+            if (KH == 3 && KW == 3) {
+                const pt2c_v8 w0 = PT2C_V8_LOAD(w8), w1 = PT2C_V8_LOAD(w8 + 8), w2 = PT2C_V8_LOAD(w8 + 16),
+                              w3 = PT2C_V8_LOAD(w8 + 24), w4 = PT2C_V8_LOAD(w8 + 32), w5 = PT2C_V8_LOAD(w8 + 40),
+                              w6 = PT2C_V8_LOAD(w8 + 48), w7 = PT2C_V8_LOAD(w8 + 56), wv8 = PT2C_V8_LOAD(w8 + 64);
+                const pt2c_v8 bv = PT2C_V8_LOAD(b8);
+                const ptrdiff_t k1 = (ptrdiff_t)dw * 8, k2 = 2 * k1, step = (ptrdiff_t)sw * 8;
+                const float *x0 = xr, *x1 = xr + (ptrdiff_t)dh * WP * 8, *x2 = xr + (ptrdiff_t)2 * dh * WP * 8;
+                for (ow = 0; ow < OW; ow++, x0 += step, x1 += step, x2 += step) {
+                    /* two chains: nine dependent FMAs would leave the FMA pipes waiting */
+                    pt2c_v8 a0 = PT2C_V8_FMA(bv, w0, PT2C_V8_LOAD(x0));
+                    pt2c_v8 a1 = PT2C_V8_MUL(w1, PT2C_V8_LOAD(x0 + k1));
+                    a0 = PT2C_V8_FMA(a0, w2, PT2C_V8_LOAD(x0 + k2));
+                    a1 = PT2C_V8_FMA(a1, w3, PT2C_V8_LOAD(x1));
+                    a0 = PT2C_V8_FMA(a0, w4, PT2C_V8_LOAD(x1 + k1));
+                    a1 = PT2C_V8_FMA(a1, w5, PT2C_V8_LOAD(x1 + k2));
+                    a0 = PT2C_V8_FMA(a0, w6, PT2C_V8_LOAD(x2));
+                    a1 = PT2C_V8_FMA(a1, w7, PT2C_V8_LOAD(x2 + k1));
+                    a0 = PT2C_V8_FMA(a0, wv8, PT2C_V8_LOAD(x2 + k2));
+                    PT2C_V8_STORE(orow + ow * 8, PT2C_V8_ADD(a0, a1));
+                }
+                continue;
+            }
+#endif
+            for (ow = 0; ow < OW; ow++) {
+                float acc[8];
+                const float *x = xr + (ptrdiff_t)ow * sw * 8;
+                int kh, kw;
+                for (c = 0; c < 8; c++) acc[c] = b8[c];
+                for (kh = 0; kh < KH; kh++)
+                    for (kw = 0; kw < KW; kw++) {
+                        const float *xt = x + ((ptrdiff_t)kh * dh * WP + (ptrdiff_t)kw * dw) * 8;
+                        const float *wt = w8 + (kh * KW + kw) * 8;
+                        for (c = 0; c < 8; c++) acc[c] += wt[c] * xt[c];
                     }
+                for (c = 0; c < 8; c++) orow[ow * 8 + c] = acc[c];
             }
         }
+        if (ep && !ep->residual) pt2c_epilogue_act(o8, (int)(8 * nq), ep->act, ep->lo, ep->hi);
+        /* de-interleave: out_c[q0 + q] = o8[q][c] */
+        q = 0;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+        for (; q + 8 <= nq; q += 8) {
+            float *PT2C_RESTRICT tb = ws;
+            const float *sp[8];
+            for (c = 0; c < 8; c++) sp[c] = o8 + (q + c) * 8;
+            pt2c_tr8x8(tb, sp);
+            for (c = 0; c < cg; c++) _mm256_storeu_ps(out + (ptrdiff_t)(c0 + c) * OHW + q0 + q, _mm256_loadu_ps(tb + c * 8));
+        }
+#endif
+        for (c = 0; c < cg; c++) {
+            float *PT2C_RESTRICT op = out + (ptrdiff_t)(c0 + c) * OHW + q0;
+            ptrdiff_t p;
+            for (p = q; p < nq; p++) op[p] = o8[p * 8 + c];
+            if (ep && ep->residual) {
+                const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)(c0 + c) * OHW + q0;
+                for (p = 0; p < nq; p++) op[p] += res[p];
+                pt2c_epilogue_act(op, (int)nq, ep->act, ep->lo, ep->hi);
+            }
+        }
+    }
 }
 
 PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float *w, const pt2c_epilogue *ep, int N,
                                        int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw,
                                        int dh, int dw, int OH, int OW, float *scratch)
 {
-    const int mult = OC / C, OHW = OH * OW;
-    const int direct = pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw);
-    const pt2c_dw_geom g = pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw);
-    const size_t per_thread = pt2c_dw_thread_floats(g);
-    const int S = g.S;
-    int plane;
+    const int mult = OC / C, ng = (OC + 7) / 8;
+    const ptrdiff_t OHW = (ptrdiff_t)OH * OW;
+    const pt2c_dw_band g = pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw);
+    const size_t per_thread = pt2c_dw_thread_floats(OW, KH, KW, sh, dh, g);
+    int task;
 #if defined(_OPENMP)
     /* scratch is sized for PT2C_MAX_THREADS, so never run more threads than that */
     int nthr = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
     if (OHW <= 0 || mult <= 0) return;
-    PT2C_OMP(parallel for schedule(static) num_threads(nthr) if ((long)N * OC * OHW * KH * KW > 65536L))
-    for (plane = 0; plane < N * OC; plane++) {
-        const int n = plane / OC, oc = plane % OC;
-        const float *ip = in + ((ptrdiff_t)n * C + oc / mult) * H * W;
-        const float *wk = w + (ptrdiff_t)oc * KH * KW;
-        float *op = out + (ptrdiff_t)plane * OHW;
-        const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
-        float *sub = scratch + (size_t)PT2C_THREAD_ID() * per_thread;
-        int oh0;
-        if (direct) {
-            pt2c_dw_plane_same(op, ip, wk, bias, H, W, KH, KW);
+    if (pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) {
+        PT2C_OMP(parallel for schedule(static) num_threads(nthr) if ((long)N * OC * OHW * KH * KW > 65536L))
+        for (task = 0; task < N * OC; task++) {
+            const int oc = task % OC;
+            float *op = out + (ptrdiff_t)task * OHW;
+            ptrdiff_t p;
+            pt2c_dw_plane_same(op, in + ((ptrdiff_t)(task / OC) * C + oc / mult) * H * W, w + (ptrdiff_t)oc * KH * KW,
+                               ep && ep->bias ? ep->bias[oc] : 0.0f, H, W, KH, KW);
             if (ep && ep->residual) {
-                const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)plane * OHW;
-                for (oh0 = 0; oh0 < OHW; oh0++) op[oh0] += res[oh0];
+                const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)task * OHW;
+                for (p = 0; p < OHW; p++) op[p] += res[p];
             }
-            if (ep) pt2c_epilogue_act(op, OHW, ep->act, ep->lo, ep->hi);
-            continue;
+            if (ep) pt2c_epilogue_act(op, (int)OHW, ep->act, ep->lo, ep->hi);
         }
-        for (oh0 = 0; oh0 < OH; oh0 += g.B) {
-            const int B = PT2C_MIN(g.B, OH - oh0), rows = B + g.qh + 1, L = B * S;
-            const ptrdiff_t psz = (ptrdiff_t)rows * S;
-            float *PT2C_RESTRICT o = sub + (ptrdiff_t)g.nsub * psz + 8; /* after 8 zeros */
-            int p, kh, kw, r;
-            pt2c_dw_fill(sub, ip, H, W, sh, sw, ph, pw, S, oh0, rows);
-            pt2c_dw_zero(o - 8, 8);
-#define PT2C_DW_TAP(kh, kw) \
-    (sub + (ptrdiff_t)(((kh) * dh % sh) * sw + (kw) * dw % sw) * psz + (ptrdiff_t)((kh) * dh / sh) * S + (kw) * dw / sw)
-            if (KH == 3 && KW == 3) {
-                const float *t[9];
-                for (kh = 0; kh < 3; kh++)
-                    for (kw = 0; kw < 3; kw++) t[kh * 3 + kw] = PT2C_DW_TAP(kh, kw);
-                pt2c_dw_taps9(o, t, wk, bias, (L + 7) / 8 * 8); /* whole vectors: the band is padded to them */
-            } else {
-                for (p = 0; p < L; p++) o[p] = bias;
-                for (kh = 0; kh < KH; kh++)
-                    for (kw = 0; kw < KW; kw++) {
-                        const float *PT2C_RESTRICT t = PT2C_DW_TAP(kh, kw);
-                        const float wv = wk[kh * KW + kw];
-                        for (p = 0; p < L; p++) o[p] += wv * t[p];
-                    }
-            }
-#undef PT2C_DW_TAP
-            if (ep && !ep->residual) pt2c_epilogue_act(o, L, ep->act, ep->lo, ep->hi);
-            for (r = 0; r < B; r++) {
-                float *PT2C_RESTRICT orow = op + (ptrdiff_t)(oh0 + r) * OW;
-                const float *PT2C_RESTRICT src = o + (ptrdiff_t)r * S;
-                if (ep && ep->residual) {
-                    const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)plane * OHW + (ptrdiff_t)(oh0 + r) * OW;
-                    for (p = 0; p < OW; p++) orow[p] = src[p] + res[p];
-                    pt2c_epilogue_act(orow, OW, ep->act, ep->lo, ep->hi);
-                } else {
-                    pt2c_dw_copy(orow, src, OW);
-                }
-            }
+        return;
+    }
+    PT2C_OMP(parallel for schedule(static) num_threads(nthr) if ((long)N * OC * OHW * KH * KW > 65536L))
+    for (task = 0; task < N * ng; task++) {
+        const int n = task / ng, c0 = task % ng * 8;
+        pt2c_epilogue e;
+        if (ep) {
+            e = *ep;
+            if (e.residual) e.residual += (ptrdiff_t)n * OC * OHW;
         }
+        pt2c_dw_cblock(out + (ptrdiff_t)n * OC * OHW, in + (ptrdiff_t)n * C * H * W, w, ep ? &e : NULL, c0,
+                       PT2C_MIN(8, OC - c0), mult, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, g,
+                       scratch + (size_t)PT2C_THREAD_ID() * per_thread);
     }
 }
 

@@ -88,6 +88,7 @@ typedef __m256 pt2c_v8;
 #define PT2C_V8_STORE(p, v) _mm256_storeu_ps((p), (v))
 #define PT2C_V8_SET1(x) _mm256_set1_ps(x)
 #define PT2C_V8_ADD(a, b) _mm256_add_ps((a), (b))
+#define PT2C_V8_MUL(a, b) _mm256_mul_ps((a), (b))
 #define PT2C_V8_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc)) /* acc + a*b */
 /* Same results as the scalar epilogue, NaN and signed zeros included:
  * relu x > 0 ? x : 0 (max returns its 2nd operand on NaN/equal), clamp
@@ -103,6 +104,7 @@ static inline pt2c_v8 pt2c_v8_load(const float *p) { pt2c_v8 r; r.lo = vld1q_f32
 static inline void pt2c_v8_store(float *p, pt2c_v8 v) { vst1q_f32(p, v.lo); vst1q_f32(p + 4, v.hi); }
 static inline pt2c_v8 pt2c_v8_set1(float x) { pt2c_v8 r; r.lo = vdupq_n_f32(x); r.hi = r.lo; return r; }
 static inline pt2c_v8 pt2c_v8_add(pt2c_v8 a, pt2c_v8 b) { a.lo = vaddq_f32(a.lo, b.lo); a.hi = vaddq_f32(a.hi, b.hi); return a; }
+static inline pt2c_v8 pt2c_v8_mul(pt2c_v8 a, pt2c_v8 b) { a.lo = vmulq_f32(a.lo, b.lo); a.hi = vmulq_f32(a.hi, b.hi); return a; }
 static inline pt2c_v8 pt2c_v8_fma(pt2c_v8 acc, pt2c_v8 a, pt2c_v8 b)
 {
     acc.lo = vfmaq_f32(acc.lo, a.lo, b.lo);
@@ -131,6 +133,7 @@ static inline pt2c_v8 pt2c_v8_clamp(pt2c_v8 x, pt2c_v8 lo, pt2c_v8 hi)
 #define PT2C_V8_STORE(p, v) pt2c_v8_store((p), (v))
 #define PT2C_V8_SET1(x) pt2c_v8_set1(x)
 #define PT2C_V8_ADD(a, b) pt2c_v8_add((a), (b))
+#define PT2C_V8_MUL(a, b) pt2c_v8_mul((a), (b))
 #define PT2C_V8_FMA(acc, a, b) pt2c_v8_fma((acc), (a), (b))
 #endif
 

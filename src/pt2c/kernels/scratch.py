@@ -13,7 +13,8 @@ CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
 CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
-DW_FLOATS = 4096  # PT2C_DW_FLOATS
+DW_DIRECT_MIN_HW = 1024  # PT2C_DW_DIRECT_MIN_HW
+DW_CB_FLOATS = 16384  # PT2C_DW_CB_FLOATS
 
 
 def _r16(n: int) -> int:
@@ -96,16 +97,18 @@ def conv2d_wino_scratch_floats(C: int, OC: int, OH: int, OW: int) -> int:
 
 def conv2d_depthwise_scratch_floats(H: int, W: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, ph: int,
                                     pw: int, dh: int, dw: int) -> int:
-    """pt2c_conv2d_depthwise_scratch_floats: none on the direct path (stride 1, "same" padding),
-    else one band of polyphase sub-planes + output per thread."""
+    """pt2c_conv2d_depthwise_scratch_floats: none on the direct path (stride 1, "same" padding, a
+    plane larger than DW_DIRECT_MIN_HW), else one band of 8 interleaved channels per thread."""
     if OH <= 0 or OW <= 0:
         return 0
-    if (sh, sw, dh, dw) == (1, 1, 1, 1) and (OH, OW) == (H, W) and 2 * ph == KH - 1 and 2 * pw == KW - 1:
+    if ((sh, sw, dh, dw) == (1, 1, 1, 1) and (OH, OW) == (H, W) and 2 * ph == KH - 1 and 2 * pw == KW - 1
+            and OH * OW > DW_DIRECT_MIN_HW):
         return 0
-    S, qh, nsub = OW + (KW - 1) * dw // sw, (KH - 1) * dh // sh, sh * sw
-    B = max(1, min(int((DW_FLOATS // S - nsub * (qh + 1)) / (nsub + 1)), OH))
-    per = nsub * (B + qh + 1) * S + 8 + (B * S + 7) // 8 * 8
-    return MAX_THREADS * ((per + 15) & ~15)
+    WP = (OW - 1) * sw + (KW - 1) * dw + 1
+    fixed = KH * KW + 1 + ((KH - 1) * dh + 1) * WP
+    B = max(1, min((DW_CB_FLOATS // 8 - fixed) // (sh * WP + OW), OH))
+    HB = (B - 1) * sh + (KH - 1) * dh + 1
+    return MAX_THREADS * ((8 * (HB * WP + B * OW + KH * KW + 1) + 64 + 15) & ~15)
 
 
 def sdpa_scratch_floats(Lq: int, Lk: int, D: int, Dv: int) -> int:
