@@ -458,7 +458,7 @@ PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, in
 }
 
 /* o[p] = bias + sum_k w[k] * t_k[p] for p in [0, n): the nine taps of a 3x3 depthwise conv in
- * registers (both paths below) */
+ * registers */
 PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *t, const float *wk, float bias,
                                     ptrdiff_t n)
 {
@@ -521,10 +521,10 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
             const int ih = oh + kh - ph;
             if (ih < 0 || ih >= H) continue;
             for (kw = 0; kw < KW; kw++) {
-                const float *PT2C_RESTRICT xrow = ip + (ptrdiff_t)ih * W + (kw - pw);
+                const float *PT2C_RESTRICT xrow = ip + (ptrdiff_t)ih * W;
                 const float wv = wk[kh * KW + kw];
                 const int lo = PT2C_MAX(0, pw - kw), hi = PT2C_MIN(W, W + pw - kw); /* 0 <= ow + kw - pw < W */
-                for (ow = lo; ow < hi; ow++) orow[ow] += wv * xrow[ow];
+                for (ow = lo; ow < hi; ow++) orow[ow] += wv * xrow[ow + kw - pw];
             }
         }
     }
@@ -607,7 +607,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
         for (t = 0; t < KK; t++) w8[t * 8 + c] = c < cg ? w[(ptrdiff_t)(c0 + c) * KK + t] : 0.0f;
         b8[c] = c < cg && ep && ep->bias ? ep->bias[c0 + c] : 0.0f;
         /* lanes past cg repeat the last channel (finite values; their weights are zero) */
-        src[c] = in + (ptrdiff_t)((c0 + PT2C_MIN(c, cg - 1)) / mult) * HW - pw;
+        src[c] = in + (ptrdiff_t)((c0 + PT2C_MIN(c, cg - 1)) / mult) * HW;
     }
     for (oh0 = 0; oh0 < OH; oh0 += g.B) {
         const int nb = PT2C_MIN(g.B, OH - oh0), hb = (nb - 1) * sh + (KH - 1) * dh + 1;
@@ -617,7 +617,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
         for (r = 0; r < hb; r++) {
             const int ih = oh0 * sh + r - ph;
             float *PT2C_RESTRICT d = x8 + (ptrdiff_t)r * WP * 8;
-            const ptrdiff_t row = (ptrdiff_t)ih * W;
+            const ptrdiff_t row = (ptrdiff_t)ih * W - pw; /* + s: >= 0 for s >= slo */
             if (ih < 0 || ih >= H) {
                 pt2c_dw_zero(d, WP * 8);
                 continue;
@@ -628,7 +628,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
             for (; s + 8 <= shi; s += 8) {
                 const float *sp[8];
-                for (c = 0; c < 8; c++) sp[c] = src[c] + row + s;
+                for (c = 0; c < 8; c++) sp[c] = src[c] + (row + s);
                 pt2c_tr8x8(d + s * 8, sp);
             }
 #endif
