@@ -18,8 +18,8 @@ Method
     (ctypes + numpy).  After warm-up (torch.compile compiles here), the workers are
     driven round-robin: each round every worker runs --per-round inferences, for
     --runs / --per-round rounds, so machine drift hits all engines alike.  Every engine keeps
-    its default thread wait policy (pt2c's runner sets GOMP_SPINCOUNT=20000, see
-    runtime/runner.py); a 30 ms pause before each worker's turn lets the previous worker's
+    its default thread wait policy (pt2c's runner sets GOMP_SPINCOUNT=20000 and binds 2+
+    threads to cores, see runtime/runner.py); a 30 ms pause before each worker's turn lets the previous worker's
     spinning threads go to sleep, so they do not steal a core from the one being timed.
     Reported: median latency over all runs.
   * Error: max |out - eager| over the output (eager's own worker output vs the reference
@@ -300,7 +300,7 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
 
     lines = [f"\n### {time.strftime('%Y-%m-%d %H:%M')}: engine comparison, {machine}\n",
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
-             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000); 30 ms pause between workers' turns. "
+             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000, and with 2 threads OMP_PROC_BIND=close, OMP_PLACES=cores); 30 ms pause between workers' turns. "
              f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin, "
              "each engine/thread count in its own process"
              + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "

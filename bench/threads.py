@@ -6,8 +6,10 @@
 Compiles each model once (x86_64-v3, -O3, OpenMP), then for every (threads, OMP_WAIT_POLICY)
 setting starts a fresh Python process that loads the library through the ctypes runner
 (numpy only: no torch, so only the system libgomp is loaded).  Wait policy "default" is
-libgomp's own (spin 300k iterations, then sleep), "runner" what pt2c's runner sets
-(GOMP_SPINCOUNT=20000), "passive" OMP_WAIT_POLICY=PASSIVE.  Each child reports the median of
+libgomp's own (spin 300k iterations, then sleep, threads not bound), "runner" what pt2c's
+runner sets (GOMP_SPINCOUNT=20000; with 2+ threads OMP_PROC_BIND=close, OMP_PLACES=cores),
+"unbound" the runner's spin count without the binding (OMP_PROC_BIND=false), "passive"
+OMP_WAIT_POLICY=PASSIVE (bound like the runner).  Each child reports the median of
 --runs runs after warm-up.  Settings are cycled --rounds times (interleaved) and the median
 over rounds is printed, since a shared machine drifts.
 """
@@ -46,7 +48,8 @@ def main() -> None:
     ap.add_argument("--models", default="resnet18,mlp_b64")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--wait-policy", default="runner,default,passive",
-                    help="runner: what pt2c's runner sets (GOMP_SPINCOUNT=20000); default: libgomp's own; "
+                    help="runner: what pt2c's runner sets (GOMP_SPINCOUNT=20000, threads bound to cores); "
+                         "unbound: the same without binding; default: libgomp's own; "
                          "passive / active: OMP_WAIT_POLICY")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
@@ -74,10 +77,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for nt, wp in settings:
                 env = dict(os.environ, OMP_NUM_THREADS=str(nt))
-                env.pop("OMP_WAIT_POLICY", None)
-                env.pop("GOMP_SPINCOUNT", None)
+                for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"):
+                    env.pop(k, None)
                 if wp == "default":
                     env["PT2C_THR_LIBGOMP_DEFAULT"] = "1"
+                elif wp == "unbound":
+                    env["OMP_PROC_BIND"] = "false"
                 elif wp != "runner":
                     env["OMP_WAIT_POLICY"] = wp.upper()
                 out = subprocess.run([sys.executable, "-c", CHILD, args.src, str(wd / "out"), str(args.runs), *ins],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import re
 import zipfile
 from pathlib import Path
@@ -408,3 +409,22 @@ def test_unsupported_torch_version_is_refused(monkeypatch):
     assert "2.99.0" in msg and "2.13" in msg and "PT2C_ALLOW_UNTESTED_TORCH" in msg
     monkeypatch.setenv("PT2C_ALLOW_UNTESTED_TORCH", "1")
     assert load.check_torch_version() == "2.99.0"
+
+
+def test_runner_binds_threads_unless_told(mlp_compiled, monkeypatch):
+    # 2+ threads: one per core (unbound, the worker at times shared the main thread's core);
+    # 1 thread: no binding (libgomp would pin the process to one core); a caller's choice stands
+    keys = ("OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "OMP_WAIT_POLICY",
+            "GOMP_SPINCOUNT")
+    for k in keys:
+        monkeypatch.delenv(k, raising=False)
+    lib = mlp_compiled.gcc_lib()
+    pt2c.load(mlp_compiled.out_dir, lib=lib, threads=1)
+    assert "OMP_PROC_BIND" not in os.environ and "OMP_PLACES" not in os.environ
+    assert os.environ["GOMP_SPINCOUNT"] == "20000"
+    pt2c.load(mlp_compiled.out_dir, lib=lib, threads=2)
+    assert (os.environ["OMP_PROC_BIND"], os.environ["OMP_PLACES"]) == ("close", "cores")
+    monkeypatch.setenv("OMP_PROC_BIND", "false")
+    monkeypatch.delenv("OMP_PLACES")
+    pt2c.load(mlp_compiled.out_dir, lib=lib, threads=4)
+    assert os.environ["OMP_PROC_BIND"] == "false" and "OMP_PLACES" not in os.environ

@@ -48,6 +48,19 @@ class Model:
         # bridge the gap between back-to-back parallel regions.  Only read if libgomp is not loaded yet.
         if "OMP_WAIT_POLICY" not in os.environ:
             os.environ.setdefault("GOMP_SPINCOUNT", "20000")
+        # With more than one thread, one thread per core (unless the caller chose a placement):
+        # unbound, Linux at times left the OpenMP worker on the main thread's core for the whole
+        # process, and every parallel region then waited out the other thread's spin: 2 threads
+        # 1.3-15x slower than 1 (bench/threads.py, docs/BENCHMARKS.md).  libgomp binds the calling
+        # thread too (to the first core it may use), so not for one thread: single-threaded
+        # processes would all share that core.
+        try:
+            nthreads = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
+        except ValueError:  # unset: libgomp uses every CPU this process may run on
+            nthreads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if nthreads > 1 and not any(k in os.environ for k in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")):
+            os.environ["OMP_PROC_BIND"] = "close"
+            os.environ["OMP_PLACES"] = "cores"
         self.lib = ctypes.CDLL(str(lib_path))
         n = self.name
         getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
