@@ -153,13 +153,33 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                 if (pointwise) {
                     pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, in_g, H * W, 1, 0, OCg, OHW, Kg, et, scratch);
                 } else {
-                    int npan = (nt + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, p;
-                    PT2C_OMP(parallel for schedule(dynamic, 4) if ((long)npan * Kg > 65536L))
-                    for (p = 0; p < npan; p++)
-                        pt2c_im2col_panel(scratch + (ptrdiff_t)p * PT2C_GEMM_NR * Kg, in_g, t0 + p * PT2C_GEMM_NR,
-                                          PT2C_MIN(PT2C_GEMM_NR, nt - p * PT2C_GEMM_NR), Cg, H, W, KH, KW, sh, sw,
-                                          ph, pw, dh, dw, OW);
-                    pt2c_sgemm(out + out_off + t0, OHW, w_g, 0, 0, 1, scratch, 0, 0, 1, OCg, nt, Kg, et, NULL);
+                    /* chunks of the tile's panels, each im2col'ed and multiplied by one thread, so
+                     * that its panels are still in that thread's cache for the GEMM */
+                    const int npan = (nt + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
+                    int nch = 1, c;
+#if defined(_OPENMP)
+                    if (!omp_in_parallel() && (long)OCg * nt * Kg >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD)
+                        nch = PT2C_MIN(npan, PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS) *
+                                                 PT2C_GEMM_CHUNKS_PER_THREAD);
+#endif
+                    PT2C_OMP(parallel for schedule(dynamic, 1) if (nch > 1))
+                    for (c = 0; c < nch; c++) {
+                        const int q0 = (int)((long)npan * c / nch), q1 = (int)((long)npan * (c + 1) / nch);
+                        const int j0 = q0 * PT2C_GEMM_NR, ncol = PT2C_MIN(nt, q1 * PT2C_GEMM_NR) - j0;
+                        pt2c_epilogue ec;
+                        int p;
+                        if (q1 <= q0) continue;
+                        for (p = q0; p < q1; p++)
+                            pt2c_im2col_panel(scratch + (ptrdiff_t)p * PT2C_GEMM_NR * Kg, in_g,
+                                              t0 + p * PT2C_GEMM_NR, PT2C_MIN(PT2C_GEMM_NR, nt - p * PT2C_GEMM_NR), Cg,
+                                              H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW);
+                        if (et) {
+                            ec = *et;
+                            if (ec.residual) ec.residual += j0;
+                        }
+                        pt2c_sgemm(out + out_off + t0 + j0, OHW, w_g, 0, 0, 1, scratch + (ptrdiff_t)j0 * Kg, 0, 0, 1,
+                                   OCg, ncol, Kg, et ? &ec : NULL, NULL);
+                    }
                 }
             }
         }
