@@ -484,9 +484,10 @@ def test_scalar_build_clang(tmp_path):
 def test_openmp_build(tmp_path):
     dll = _build(tmp_path, "omp", "gcc", ["-O2", "-mavx2", "-mfma", "-fopenmp"])
     dll.t_set_threads(2)
-    # split over N, over M, skinny, and a threaded conv
+    # split over N (A packed once, shared), over M, skinny, and a threaded conv
     for (M, N, K), a_mode, b_mode in [((100, 300, 300), "row", "row"), ((300, 100, 300), "packed", "row"),
-                                      ((4, 1000, 300), "row", "packed"), ((301, 37, 200), "trans", "packed")]:
+                                      ((4, 1000, 300), "row", "packed"), ((301, 37, 200), "trans", "packed"),
+                                      ((100, 500, 200), "trans", "packed")]:
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
     run_conv(dll, CONV_CASES[8])
     run_conv(dll, CONV_CASES[9])

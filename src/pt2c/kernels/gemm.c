@@ -547,6 +547,23 @@ static int pt2c_gemm_plan(int M, int N, int K, int nt_avail, int *split_n, int *
     return nt;
 }
 
+/* Column chunks would each pack the same A again (every chunk has all M rows): pack it once,
+ * shared, first (up to PT2C_GEMM_SHARED_A_FLOATS; the chunks then use it as pre-packed A). */
+#ifndef PT2C_GEMM_SHARED_A_FLOATS
+#define PT2C_GEMM_SHARED_A_FLOATS (1L << 20)
+#endif
+
+static size_t pt2c_gemm_apack_floats(int M, int K)
+{
+    return (size_t)(M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * (size_t)K;
+}
+
+static int pt2c_gemm_share_a(int M, int K, int a_packed, int split_n, int nchunk)
+{
+    return !a_packed && M > PT2C_GEMM_SKINNY_M && split_n && nchunk > 1 &&
+           pt2c_gemm_apack_floats(M, K) <= (size_t)PT2C_GEMM_SHARED_A_FLOATS;
+}
+
 /* Scratch (floats) of pt2c_sgemm for operands packed as given, whatever the
  * number of threads available (1 .. PT2C_MAX_THREADS): one region per thread,
  * each as large as the packing of the largest chunk needs. */
@@ -557,7 +574,10 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats_ex(int M, int N, int K, int a_packe
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     for (avail = 1; avail <= PT2C_MAX_THREADS; avail++) {
         int nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
-        size_t need = (size_t)nt * pt2c_gemm_thread_floats(cm, cn, K, a_packed, b_packed);
+        size_t need = pt2c_gemm_share_a(M, K, a_packed, split_n, nchunk)
+                          ? pt2c_gemm_round16(pt2c_gemm_apack_floats(M, K)) +
+                                (size_t)nt * pt2c_gemm_thread_floats(cm, cn, K, 1, b_packed)
+                          : (size_t)nt * pt2c_gemm_thread_floats(cm, cn, K, a_packed, b_packed);
         best = PT2C_MAX(best, need);
     }
     return best;
@@ -679,8 +699,9 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
                             int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
                             float *scratch)
 {
-    int nt = 1, split_n = 1, units, nchunk, t;
+    int nt = 1, split_n = 1, units, nchunk, t, share_a;
     size_t per_thread;
+    float *apack = NULL;
     if (M <= 0 || N <= 0) return;
     if (ep && !ep->bias && !ep->residual && ep->act == PT2C_ACT_NONE) ep = NULL;
     if (K <= 0) { /* empty sum: C = epilogue(0) */
@@ -703,40 +724,55 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
         if (!omp_in_parallel()) avail = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
         nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
-        per_thread = pt2c_gemm_thread_floats(cm, cn, K, a_packed, b_packed);
+        share_a = pt2c_gemm_share_a(M, K, a_packed, split_n, nchunk);
+        per_thread = pt2c_gemm_thread_floats(cm, cn, K, share_a || a_packed, b_packed);
         (void)nt; /* only used by OpenMP */
     }
     units = split_n ? (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR : (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR;
+    if (share_a) {
+        apack = scratch;
+        scratch += pt2c_gemm_round16(pt2c_gemm_apack_floats(M, K));
+    }
 
-    PT2C_OMP(parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1))
-    for (t = 0; t < nchunk; t++) {
-        int u0 = (int)((long)units * t / nchunk), u1 = (int)((long)units * (t + 1) / nchunk);
-        float *sc = scratch ? scratch + (size_t)PT2C_THREAD_ID() * per_thread : NULL;
-        pt2c_epilogue e;
-        const pt2c_epilogue *et = NULL;
-        if (u0 >= u1) continue;
-        if (split_n) {
-            int j0 = u0 * PT2C_GEMM_NR, n = PT2C_MIN(N, u1 * PT2C_GEMM_NR) - j0;
-            if (ep) {
-                e = *ep;
-                if (e.bias && !e.bias_per_row) e.bias += j0;
-                if (e.residual) e.residual += j0;
-                et = &e;
+    PT2C_OMP(parallel num_threads(nt) if (nt > 1))
+    {
+        if (share_a) { /* (the loop's closing barrier: every chunk needs all of A) */
+            int p;
+            PT2C_OMP(for schedule(static))
+            for (p = 0; p < (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR; p++)
+                pt2c_gemm_pack_a(apack + (ptrdiff_t)p * PT2C_GEMM_MR * K, A + (ptrdiff_t)p * PT2C_GEMM_MR * rsa, rsa,
+                                 csa, PT2C_MIN(PT2C_GEMM_MR, M - p * PT2C_GEMM_MR), K);
+        }
+        PT2C_OMP(for schedule(dynamic, 1))
+        for (t = 0; t < nchunk; t++) {
+            int u0 = (int)((long)units * t / nchunk), u1 = (int)((long)units * (t + 1) / nchunk);
+            float *sc = scratch ? scratch + (size_t)PT2C_THREAD_ID() * per_thread : NULL;
+            pt2c_epilogue e;
+            const pt2c_epilogue *et = NULL;
+            if (u0 >= u1) continue;
+            if (split_n) {
+                int j0 = u0 * PT2C_GEMM_NR, n = PT2C_MIN(N, u1 * PT2C_GEMM_NR) - j0;
+                if (ep) {
+                    e = *ep;
+                    if (e.bias && !e.bias_per_row) e.bias += j0;
+                    if (e.residual) e.residual += j0;
+                    et = &e;
+                }
+                pt2c_gemm_serial(C + j0, ldc, share_a ? apack : A, rsa, csa, share_a || a_packed,
+                                 b_packed ? B + (ptrdiff_t)j0 * K : B + (ptrdiff_t)j0 * csb, rsb, csb, b_packed, M, n,
+                                 K, et, sc);
+            } else {
+                int i0 = u0 * PT2C_GEMM_MR, m = PT2C_MIN(M, u1 * PT2C_GEMM_MR) - i0;
+                if (ep) {
+                    e = *ep;
+                    if (e.bias && e.bias_per_row) e.bias += i0;
+                    if (e.residual) e.residual += (ptrdiff_t)i0 * e.ldr;
+                    et = &e;
+                }
+                pt2c_gemm_serial(C + (ptrdiff_t)i0 * ldc, ldc,
+                                 a_packed ? A + (ptrdiff_t)i0 * K : A + (ptrdiff_t)i0 * rsa, rsa, csa, a_packed, B, rsb,
+                                 csb, b_packed, m, N, K, et, sc);
             }
-            pt2c_gemm_serial(C + j0, ldc, A, rsa, csa, a_packed,
-                             b_packed ? B + (ptrdiff_t)j0 * K : B + (ptrdiff_t)j0 * csb, rsb, csb, b_packed, M, n,
-                             K, et, sc);
-        } else {
-            int i0 = u0 * PT2C_GEMM_MR, m = PT2C_MIN(M, u1 * PT2C_GEMM_MR) - i0;
-            if (ep) {
-                e = *ep;
-                if (e.bias && e.bias_per_row) e.bias += i0;
-                if (e.residual) e.residual += (ptrdiff_t)i0 * e.ldr;
-                et = &e;
-            }
-            pt2c_gemm_serial(C + (ptrdiff_t)i0 * ldc, ldc,
-                             a_packed ? A + (ptrdiff_t)i0 * K : A + (ptrdiff_t)i0 * rsa, rsa, csa, a_packed, B, rsb,
-                             csb, b_packed, m, N, K, et, sc);
         }
     }
 }

@@ -10,6 +10,7 @@ MC, KC, NC = 144, 256, 2048  # PT2C_GEMM_MC / KC / NC
 SKINNY_M = 16  # PT2C_GEMM_SKINNY_M
 MIN_MACS_PER_THREAD = 1 << 19  # PT2C_GEMM_MIN_MACS_PER_THREAD
 CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
+SHARED_A_FLOATS = 1 << 20  # PT2C_GEMM_SHARED_A_FLOATS
 CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
@@ -50,9 +51,14 @@ def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packe
     if M <= 0 or N <= 0 or K <= 0:
         return 0
     best = 0
+    apack = (M + MR - 1) // MR * MR * K
     for avail in range(1, MAX_THREADS + 1):
-        nt, _, _, cm, cn = sgemm_plan(M, N, K, avail)
-        best = max(best, nt * _gemm_thread_floats(cm, cn, K, a_packed, b_packed))
+        nt, split_n, nc, cm, cn = sgemm_plan(M, N, K, avail)
+        if not a_packed and M > SKINNY_M and split_n and nc > 1 and apack <= SHARED_A_FLOATS:  # A packed once, shared
+            need = _r16(apack) + nt * _gemm_thread_floats(cm, cn, K, True, b_packed)
+        else:
+            need = nt * _gemm_thread_floats(cm, cn, K, a_packed, b_packed)
+        best = max(best, need)
     return best
 
 
