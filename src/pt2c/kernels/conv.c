@@ -233,7 +233,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
         }
         /* NCHW, with bias, residual and activation (same order as the GEMM epilogue) */
-        PT2C_OMP(parallel for schedule(static) if ((long)OC * P > 65536L))
+        PT2C_OMP(parallel for schedule(static) if ((long)OC * P > 8192L))
         for (oc = 0; oc < OC; oc++) {
             float *o = out_n + (ptrdiff_t)oc * P;
             const float b = ep && ep->bias ? ep->bias[oc] : 0.0f;
