@@ -1,4 +1,5 @@
-"""Single-thread conv2d throughput: pt2c_conv2d vs torch.conv2d on ResNet-18 / MobileNetV2 shapes.
+"""Single-thread conv2d throughput: pt2c_conv2d / pt2c_conv2d_depthwise vs torch.conv2d on ResNet-18 /
+MobileNetV2 shapes.
 
     python bench/conv_bench.py [--reps N] [--cc gcc] [--threads 1]
 
@@ -37,9 +38,23 @@ void b_conv(float *out, const float *in, const float *w, const float *bias, cons
         pt2c_conv2d(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                     s[12], s[13], s[14], s[15], scratch);
 }
+size_t b_dw_scratch(const int *s)
+{
+    return pt2c_conv2d_depthwise_scratch_floats(s[2], s[3], s[14], s[15], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                                                s[12]);
+}
+void b_dw(float *out, const float *in, const float *w, const float *bias, const int *s, float *scratch, int reps)
+{
+    pt2c_epilogue ep;
+    int r;
+    ep.bias = bias, ep.bias_per_row = 1, ep.residual = NULL, ep.ldr = 0, ep.act = PT2C_ACT_CLAMP, ep.lo = 0, ep.hi = 6;
+    for (r = 0; r < reps; r++)
+        pt2c_conv2d_depthwise(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10],
+                              s[11], s[12], s[14], s[15], scratch);
+}
 """
 
-# (name, C, H, OC, k, stride, pad)
+# (name, C, H, OC, k, stride, pad); OC == 0: depthwise (OC = C, groups = C, ReLU6 like MobileNetV2)
 SHAPES = [
     ("r18 stem 7x7/2", 3, 224, 64, 7, 2, 3),
     ("r18 l1 3x3", 64, 56, 64, 3, 1, 1),
@@ -49,6 +64,15 @@ SHAPES = [
     ("r18 l4 3x3", 512, 7, 512, 3, 1, 1),
     ("r18 ds 1x1/2", 128, 28, 256, 1, 2, 0),
     ("mbv2 1x1 expand", 24, 56, 144, 1, 1, 0),
+    ("mbv2 dw 112", 32, 112, 0, 3, 1, 1),
+    ("mbv2 dw 112/2", 96, 112, 0, 3, 2, 1),
+    ("mbv2 dw 56", 144, 56, 0, 3, 1, 1),
+    ("mbv2 dw 56/2", 144, 56, 0, 3, 2, 1),
+    ("mbv2 dw 28", 192, 28, 0, 3, 1, 1),
+    ("mbv2 dw 28/2", 192, 28, 0, 3, 2, 1),
+    ("mbv2 dw 14", 576, 14, 0, 3, 1, 1),
+    ("mbv2 dw 14/2", 576, 14, 0, 3, 2, 1),
+    ("mbv2 dw 7", 960, 7, 0, 3, 1, 1),
 ]
 
 
@@ -75,32 +99,39 @@ def main() -> None:
     lib.b_scratch.restype = ctypes.c_size_t
     lib.b_scratch.argtypes = [P]
     lib.b_conv.argtypes = [P, P, P, P, P, P, ctypes.c_int]
+    lib.b_dw_scratch.restype = ctypes.c_size_t
+    lib.b_dw_scratch.argtypes = [P]
+    lib.b_dw.argtypes = [P, P, P, P, P, P, ctypes.c_int]
     rng = np.random.default_rng(0)
     print(f"{'shape':18s} {'torch GF/s':>10s} {'pt2c GF/s':>10s} {'ratio':>6s} {'err':>8s} {'scratch KiB':>11s}")
     for name, C, H, OC, k, st, pd in SHAPES:
+        dw = OC == 0
+        OC, g = (C, C) if dw else (OC, 1)
         x = rng.standard_normal((1, C, H, H), dtype=np.float32)
-        w = rng.standard_normal((OC, C, k, k), dtype=np.float32) / np.float32(np.sqrt(C * k * k))
+        w = rng.standard_normal((OC, C // g, k, k), dtype=np.float32) / np.float32(np.sqrt(C // g * k * k))
         b = rng.standard_normal(OC, dtype=np.float32)
         xt, wt, bt = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)
-        ref = torch.relu(torch.nn.functional.conv2d(xt, wt, bt, st, pd)).numpy()
+        conv = lambda: torch.nn.functional.conv2d(xt, wt, bt, st, pd, 1, g)  # noqa: E731
+        ref = (torch.clamp(conv(), 0, 6) if dw else torch.relu(conv())).numpy()
         OH = ref.shape[2]
-        s = np.array([1, C, H, H, OC, k, k, st, st, pd, pd, 1, 1, 1, OH, OH], np.int32)
-        wp = pack_conv_weight(w, 1)
-        sc = np.zeros(max(1, lib.b_scratch(s.ctypes.data)) + 64, np.float32)
+        s = np.array([1, C, H, H, OC, k, k, st, st, pd, pd, 1, 1, g, OH, OH], np.int32)
+        wp = np.ascontiguousarray(w.reshape(OC, k * k)) if dw else pack_conv_weight(w, 1)
+        sc = np.zeros(max(1, (lib.b_dw_scratch if dw else lib.b_scratch)(s.ctypes.data)) + 64, np.float32)
+        run = lib.b_dw if dw else lib.b_conv
         out = np.zeros_like(ref)
         args_c = (out.ctypes.data, x.ctypes.data, wp.ctypes.data, b.ctypes.data, s.ctypes.data, sc.ctypes.data)
-        lib.b_conv(*args_c, 1)
+        run(*args_c, 1)
         err = float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))
-        flops = 2.0 * OC * C * k * k * OH * OH
+        flops = 2.0 * OC * (C // g) * k * k * OH * OH
         reps = max(1, int(2e8 / flops))
         tt, tp = [], []
         for _ in range(args.reps):
             t = time.perf_counter()
             for _ in range(reps):
-                torch.nn.functional.conv2d(xt, wt, bt, st, pd)
+                conv()
             tt.append((time.perf_counter() - t) / reps)
             t = time.perf_counter()
-            lib.b_conv(*args_c, reps)
+            run(*args_c, reps)
             tp.append((time.perf_counter() - t) / reps)
         gt, gp = flops / np.median(tt) / 1e9, flops / np.median(tp) / 1e9
         print(f"{name:18s} {gt:10.1f} {gp:10.1f} {gp / gt:6.2f} {err:8.1e} {sc.size * 4 / 1024:11.0f}", flush=True)

@@ -49,9 +49,9 @@ class Model:
         if "OMP_WAIT_POLICY" not in os.environ:
             os.environ.setdefault("GOMP_SPINCOUNT", "20000")
         # With more than one thread, one thread per core (unless the caller chose a placement):
-        # unbound, Linux at times left the OpenMP worker on the main thread's core for the whole
-        # process, and every parallel region then waited out the other thread's spin: 2 threads
-        # 1.3-15x slower than 1 (bench/threads.py, docs/BENCHMARKS.md).  libgomp binds the calling
+        # unbound, the OpenMP worker and the main thread at times shared a core, and every
+        # parallel region waited out the other's time slice: 2 threads 5-15x slower than 1 in
+        # half the rounds of a small model (docs/BENCHMARKS.md).  libgomp binds the calling
         # thread too (to the first core it may use), so not for one thread: single-threaded
         # processes would all share that core.
         try:
