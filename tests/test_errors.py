@@ -419,12 +419,19 @@ def test_runner_binds_threads_unless_told(mlp_compiled, monkeypatch):
     for k in keys:
         monkeypatch.delenv(k, raising=False)
     lib = mlp_compiled.gcc_lib()
+    seen = []
+    real_cdll = ctypes.CDLL
+
+    def cdll(path, *a, **k):  # the environment libgomp reads when the library loads
+        seen.append((os.environ.get("OMP_PROC_BIND"), os.environ.get("OMP_PLACES")))
+        return real_cdll(path, *a, **k)
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
     pt2c.load(mlp_compiled.out_dir, lib=lib, threads=1)
-    assert "OMP_PROC_BIND" not in os.environ and "OMP_PLACES" not in os.environ
     assert os.environ["GOMP_SPINCOUNT"] == "20000"
     pt2c.load(mlp_compiled.out_dir, lib=lib, threads=2)
-    assert (os.environ["OMP_PROC_BIND"], os.environ["OMP_PLACES"]) == ("close", "cores")
     monkeypatch.setenv("OMP_PROC_BIND", "false")
-    monkeypatch.delenv("OMP_PLACES")
     pt2c.load(mlp_compiled.out_dir, lib=lib, threads=4)
+    assert seen == [(None, None), ("close", "cores"), ("false", None)]
+    # not left for child processes (libgomp would pin each one's main thread to the same core)
     assert os.environ["OMP_PROC_BIND"] == "false" and "OMP_PLACES" not in os.environ

@@ -58,10 +58,15 @@ class Model:
             nthreads = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
         except ValueError:  # unset: libgomp uses every CPU this process may run on
             nthreads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        if nthreads > 1 and not any(k in os.environ for k in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")):
+        bind = nthreads > 1 and not any(k in os.environ for k in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"))
+        if bind:
             os.environ["OMP_PROC_BIND"] = "close"
             os.environ["OMP_PLACES"] = "cores"
-        self.lib = ctypes.CDLL(str(lib_path))
+        try:
+            self.lib = ctypes.CDLL(str(lib_path))
+        finally:
+            if bind:  # read by libgomp when it loads; child processes must not inherit a pin to core 0
+                del os.environ["OMP_PROC_BIND"], os.environ["OMP_PLACES"]
         n = self.name
         getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
         abi = getattr(self.lib, f"{n}_abi_version")()
