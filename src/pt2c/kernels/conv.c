@@ -6,11 +6,12 @@
  * 1x1 / stride 1 / no padding reads the input directly as B.  Otherwise the
  * columns are gathered (im2col) straight into the GEMM's packed-B layout,
  * in tiles of at most PT2C_CONV_COL_FLOATS floats, so scratch stays bounded
- * and the GEMM needs no scratch of its own.
+ * and the GEMM needs no scratch of its own; each thread gathers and multiplies
+ * its own chunks of a tile's panels.
  *
- * pt2c_conv2d_depthwise is a direct loop, one output plane per task: over the
- * input itself for stride-1 "same" convs, else over zero-padded polyphase
- * copies of bands of input rows (see there).
+ * pt2c_conv2d_depthwise is direct: one plane per task over the input itself for
+ * stride-1 "same" convs on large planes, else 8 channels at a time over
+ * interleaved, zero-padded bands of input rows (see there).
  *
  * Epilogue: ep->bias is per output channel, ep->residual is a tensor of the
  * output's NCHW shape (ep->ldr is ignored), then ep->act.
