@@ -464,7 +464,7 @@ static pt2c_dw_band pt2c_dw_plan(int OH, int OW, int KH, int KW, int sh, int sw,
     return g;
 }
 
-/* x8 + o8 + weights + bias of one band, and a 64-float transpose buffer */
+/* x8 + o8 + weights + bias of one band, and 64 floats for the transposed lanes past cg */
 static size_t pt2c_dw_thread_floats(int OW, int KH, int KW, int sh, int dh, pt2c_dw_band g)
 {
     const size_t HB = (size_t)(g.B - 1) * sh + (size_t)(KH - 1) * dh + 1;
@@ -584,8 +584,8 @@ PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
 }
 
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* d[8*i + j] = s_j[i] for i, j < 8: eight 8-float rows, transposed into 64 contiguous floats */
-PT2C_GEMM_INLINE void pt2c_tr8x8(float *PT2C_RESTRICT d, const float *const *s)
+/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
+PT2C_GEMM_INLINE void pt2c_tr8x8(float *const *d, const float *const *s)
 {
     const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
                  r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
@@ -597,14 +597,14 @@ PT2C_GEMM_INLINE void pt2c_tr8x8(float *PT2C_RESTRICT d, const float *const *s)
                  u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
                  u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
                  u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d + 8, _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d + 16, _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d + 32, _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d + 40, _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d + 48, _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d + 56, _mm256_permute2f128_ps(u3, u7, 0x31));
+    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 #endif
 
@@ -616,7 +616,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
 {
     const int WP = g.WP, KK = KH * KW;
     const ptrdiff_t HW = (ptrdiff_t)H * W, OHW = (ptrdiff_t)OH * OW;
-    float *PT2C_RESTRICT w8 = ws + 64; /* after a 64-float transpose buffer */
+    float *PT2C_RESTRICT w8 = ws + 64; /* after 64 floats where the lanes past cg are transposed to */
     float *PT2C_RESTRICT b8 = w8 + 8 * KK;
     float *PT2C_RESTRICT o8 = b8 + 8;
     float *PT2C_RESTRICT x8 = o8 + (ptrdiff_t)8 * g.B * OW;
@@ -649,8 +649,9 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
             for (; s + 8 <= shi; s += 8) {
                 const float *sp[8];
-                for (c = 0; c < 8; c++) sp[c] = src[c] + (row + s);
-                pt2c_tr8x8(d + s * 8, sp);
+                float *dp[8];
+                for (c = 0; c < 8; c++) sp[c] = src[c] + (row + s), dp[c] = d + (s + c) * 8;
+                pt2c_tr8x8(dp, sp);
             }
 #endif
             for (; s < shi; s++)
@@ -702,11 +703,10 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
         q = 0;
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
         for (; q + 8 <= nq; q += 8) {
-            float *PT2C_RESTRICT tb = ws;
             const float *sp[8];
-            for (c = 0; c < 8; c++) sp[c] = o8 + (q + c) * 8;
-            pt2c_tr8x8(tb, sp);
-            for (c = 0; c < cg; c++) _mm256_storeu_ps(out + (ptrdiff_t)(c0 + c) * OHW + q0 + q, _mm256_loadu_ps(tb + c * 8));
+            float *dp[8];
+            for (c = 0; c < 8; c++) sp[c] = o8 + (q + c) * 8, dp[c] = c < cg ? out + (c0 + c) * OHW + q0 + q : ws;
+            pt2c_tr8x8(dp, sp);
         }
 #endif
         for (c = 0; c < cg; c++) {
