@@ -302,6 +302,10 @@ MAXPOOL_CASES = [
     (1, 1, 5, 5, (2, 2), (2, 2), (1, 1), (1, 1), True),
     (1, 3, 6, 6, (4, 4), (3, 3), (0, 0), (1, 1), True),
     (1, 4, 32, 32, (3, 3), (2, 2), (1, 1), (1, 1), False),
+    (1, 2, 9, 41, (3, 3), (2, 2), (1, 1), (1, 1), True),  # 8-wide vector blocks + a scalar tail
+    (1, 1, 12, 50, (3, 3), (2, 2), (1, 1), (2, 2), False),  # dilated taps in the vector path
+    (1, 1, 3, 2100, (3, 3), (2, 2), (1, 1), (1, 1), True),  # an output row in several column blocks
+    (1, 1, 2, 1100, (1, 1030), (1, 50), (0, 0), (1, 1), False),  # a window wider than the row buffer
 ]
 
 
@@ -311,6 +315,7 @@ def test_maxpool2d(lib, case):
     x = rng_t(N, C, H, W)
     if H * W > 4:
         x[0, 0, H // 2, W // 2] = math.nan
+        x[-1, -1, 0, W - 1] = math.nan  # a NaN on the edge, maybe in the last column block
     ref = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil)
     OH, OW = ref.shape[2:]
     out = np.empty(ref.shape, np.float32)

@@ -9,6 +9,9 @@
 #define PT2C_POOL_C
 
 #include "common.h"
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#include <immintrin.h>
+#endif
 
 #define PT2C_POOL_PAR_MIN 16384L
 
@@ -23,11 +26,27 @@ PT2C_KERNEL void pt2c_pool_taps(int *lo, int *hi, int start, int size, int k, in
 
 /* Max pooling.  Padding acts as -inf; a window with no input element (only
  * possible with an unusual caller geometry) yields -inf like torch.  NaN
- * propagates, as in torch. */
+ * propagates, as in torch: v replaces the running max m when v > m or v is
+ * NaN, so a NaN anywhere in a window wins whatever the order of the taps.
+ *
+ * Per output row, in blocks of output columns: first the max over the window's
+ * rows, column by column, into a row buffer with -inf where the window leaves
+ * the input (contiguous, vectorises), then the max over the window's columns
+ * from that buffer.  The selects are bit operations (pt2c_select) so that both
+ * loops vectorise. */
+#define PT2C_POOL_ROW 1024
+
+static inline float pt2c_pool_max(float m, float v)
+{
+    return pt2c_select(v > m || v != v, v, m);
+}
+
 PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT in, int NC, int H, int W,
                                 int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OH, int OW)
 {
     long nrows = (long)NC * OH;
+    /* output columns per block: their windows span at most PT2C_POOL_ROW input columns */
+    const int span = (KW - 1) * dw + 1, nb = span <= PT2C_POOL_ROW ? (PT2C_POOL_ROW - span) / sw + 1 : 0;
     PT2C_OMP(parallel for schedule(static) if (nrows * OW * KH * KW > PT2C_POOL_PAR_MIN))
     for (long t = 0; t < nrows; t++) {
         long p = t / OH;
@@ -35,34 +54,66 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
         const float *x = in + (size_t)p * H * W;
         float *y = out + (size_t)t * OW;
         int ih0 = oh * sh - ph, kh0, kh1;
+        float buf[PT2C_POOL_ROW + 16];
         pt2c_pool_taps(&kh0, &kh1, ih0, H, KH, dh);
-        for (int ow = 0; ow < OW; ow++)
-            y[ow] = -INFINITY;
-        /* tap by tap over the whole output row (vectorises): y = v if v > y or v is NaN, so a NaN
-         * anywhere in the window wins, as in torch */
-        for (int kh = kh0; kh < kh1; kh++) {
-            const float *row = x + (size_t)(ih0 + kh * dh) * W;
-            for (int kw = 0; kw < KW; kw++) {
-                const int off = kw * dw - pw; /* input column of output column 0 */
-                /* output columns whose tap lands inside the row: 0 <= ow*sw + off < W */
-                const int lo = PT2C_MIN(OW, off >= 0 ? 0 : (-off + sw - 1) / sw);
-                const int hi = PT2C_MIN(OW, off > W - 1 ? 0 : (W - 1 - off) / sw + 1);
-                if (sw == 1) {
-                    for (int ow = lo; ow < hi; ow++) {
-                        float v = row[ow + off], cur = y[ow];
-                        y[ow] = (v > cur || v != v) ? v : cur;
+        if (nb == 0) { /* a window wider than the buffer: tap by tap, straight from the input */
+            for (int ow = 0; ow < OW; ow++) {
+                float m = -INFINITY;
+                int kw0, kw1;
+                pt2c_pool_taps(&kw0, &kw1, ow * sw - pw, W, KW, dw);
+                for (int kh = kh0; kh < kh1; kh++)
+                    for (int kw = kw0; kw < kw1; kw++)
+                        m = pt2c_pool_max(m, x[(size_t)(ih0 + kh * dh) * W + ow * sw - pw + kw * dw]);
+                y[ow] = m;
+            }
+            continue;
+        }
+        for (int ow0 = 0; ow0 < OW; ow0 += nb) {
+            const int n = PT2C_MIN(nb, OW - ow0), c0 = ow0 * sw - pw; /* buf[i]: input column c0 + i */
+            const int len = (n - 1) * sw + span;
+            const int i0 = PT2C_MIN(len, PT2C_MAX(0, -c0)), i1 = PT2C_MAX(i0, PT2C_MIN(len, W - c0));
+            float *yb = y + ow0;
+            for (int i = 0; i < len; i++)
+                buf[i] = -INFINITY;
+            for (int kh = kh0; kh < kh1; kh++) {
+                const float *row = x + (size_t)(ih0 + kh * dh) * W + c0;
+                for (int i = i0; i < i1; i++)
+                    buf[i] = pt2c_pool_max(buf[i], row[i]);
+            }
+            for (int i = len; i < len + 16; i++) /* (read, unused, by the vector loop below) */
+                buf[i] = -INFINITY;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+            if (sw == 2) { /* the evens of 16 columns per tap, 8 outputs at a time */
+                int j = 0;
+                for (; j + 8 <= n; j += 8) {
+                    __m256 m = _mm256_set1_ps(-INFINITY);
+                    for (int kw = 0; kw < KW; kw++) {
+                        const float *b = buf + 2 * j + kw * dw;
+                        __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(b), _mm256_loadu_ps(b + 8), 0x88);
+                        __m256 v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+                        __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                        m = _mm256_blendv_ps(m, v, take);
                     }
-                } else if (sw == 2) {
-                    for (int ow = lo; ow < hi; ow++) {
-                        float v = row[2 * ow + off], cur = y[ow];
-                        y[ow] = (v > cur || v != v) ? v : cur;
-                    }
-                } else {
-                    for (int ow = lo; ow < hi; ow++) {
-                        float v = row[ow * sw + off], cur = y[ow];
-                        y[ow] = (v > cur || v != v) ? v : cur;
-                    }
+                    _mm256_storeu_ps(yb + j, m);
                 }
+                for (; j < n; j++) {
+                    float m = -INFINITY;
+                    for (int kw = 0; kw < KW; kw++) m = pt2c_pool_max(m, buf[2 * j + kw * dw]);
+                    yb[j] = m;
+                }
+                continue;
+            }
+#endif
+            for (int j = 0; j < n; j++)
+                yb[j] = buf[j * sw];
+            for (int kw = 1; kw < KW; kw++) {
+                const float *b = buf + kw * dw;
+                if (sw == 1)
+                    for (int j = 0; j < n; j++) yb[j] = pt2c_pool_max(yb[j], b[j]);
+                else if (sw == 2)
+                    for (int j = 0; j < n; j++) yb[j] = pt2c_pool_max(yb[j], b[2 * j]);
+                else
+                    for (int j = 0; j < n; j++) yb[j] = pt2c_pool_max(yb[j], b[j * sw]);
             }
         }
     }
