@@ -1,7 +1,7 @@
 """Single-thread conv2d throughput: pt2c_conv2d / pt2c_conv2d_depthwise vs torch.conv2d on ResNet-18 /
 MobileNetV2 shapes.
 
-    python bench/conv_bench.py [--reps N] [--cc gcc] [--threads 1]
+    python bench/conv_bench.py [--reps N] [--cc gcc] [--threads 1] [--only NAME]
 
 Builds src/pt2c/kernels/conv.c (-O3 -march=x86-64-v3, OpenMP) into a temporary shared library,
 checks each shape against torch (max abs error / scale), reports GFLOP/s (median of --reps).
@@ -63,6 +63,9 @@ SHAPES = [
     ("r18 l3 3x3", 256, 14, 256, 3, 1, 1),
     ("r18 l4 3x3", 512, 7, 512, 3, 1, 1),
     ("r18 ds 1x1/2", 128, 28, 256, 1, 2, 0),
+    ("mbv2 stem 3x3/2", 3, 224, 32, 3, 2, 1),
+    ("mbv2 1x1 112 proj", 32, 112, 16, 1, 1, 0),
+    ("mbv2 1x1 112 exp", 16, 112, 96, 1, 1, 0),
     ("mbv2 1x1 expand", 24, 56, 144, 1, 1, 0),
     ("mbv2 dw 112", 32, 112, 0, 3, 1, 1),
     ("mbv2 dw 112/2", 96, 112, 0, 3, 2, 1),
@@ -82,6 +85,7 @@ def main() -> None:
     ap.add_argument("--cc", default="gcc")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cflags", default="")
+    ap.add_argument("--only", default="", help="run only the shapes whose name contains this")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import numpy as np
@@ -105,6 +109,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"{'shape':18s} {'torch GF/s':>10s} {'pt2c GF/s':>10s} {'ratio':>6s} {'err':>8s} {'scratch KiB':>11s}")
     for name, C, H, OC, k, st, pd in SHAPES:
+        if args.only not in name:
+            continue
         dw = OC == 0
         OC, g = (C, C) if dw else (OC, 1)
         x = rng.standard_normal((1, C, H, H), dtype=np.float32)

@@ -295,6 +295,12 @@ CONV_CASES = [
     (1, 8, 6, 6, 16, 1, 1, 1, 0, 1, 4, False, True),       # grouped pointwise
     (1, 64, 40, 40, 20, 3, 3, 1, 1, 1, 1, False, False),   # several im2col tiles
     (1, 3, 70, 66, 8, 7, 7, 2, 3, 1, 1, False, True),      # stride 2, whole 16-pixel panels in one row (deinterleave)
+    (1, 3, 70, 66, 64, 7, 7, 2, 3, 1, 1, False, True),     # the same from a padded copy of the input
+    (1, 4, 20, 19, 160, 3, 3, 3, 1, 1, 1, False, True),    # stride 3 from the padded copy (per-pixel copies)
+    (1, 4, 16, 16, 48, 3, 3, 1, 2, 2, 1, False, False),    # dilation 2 from the padded copy
+    (2, 8, 10, 10, 192, 3, 3, 1, 1, 1, 2, False, True),    # groups 2, each padded in turn
+    (1, 260, 62, 62, 6, 3, 3, 2, 1, 1, 1, False, True),    # padded copy over its limit: bounds-checked taps
+    (1, 4, 6, 6, 520, 3, 3, 1, 1, 1, 1, False, False),     # more output channels than one block of A rows
     (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise (small plane: 8 channels at a time)
     (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False),     # depthwise, multiplier 2, stride 2
     (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2
@@ -423,7 +429,7 @@ def test_conv_smallp(lib, case):
 
 
 def test_conv_scratch_bounded(lib):
-    # a large 3x3 conv: im2col is tiled, scratch stays at a few MB
+    # a large 3x3 conv: no padded copy of the input this large, scratch stays at a few MB
     sizes = np.array([1, 256, 112, 112, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 112, 112], np.int32)
     assert lib.t_conv_scratch(_ptr(sizes)) * 4 <= 4 << 20
 

@@ -4,10 +4,10 @@
  *     out_g[OCg, OH*OW] = W_g[OCg, Cg*KH*KW] x col[Cg*KH*KW, OH*OW]
  * with W_g pre-packed as the GEMM's A operand (layout.py: pack_conv_weight).
  * 1x1 / stride 1 / no padding reads the input directly as B.  Otherwise the
- * columns are gathered (im2col) straight into the GEMM's packed-B layout,
- * in tiles of at most PT2C_CONV_COL_FLOATS floats, so scratch stays bounded
- * and the GEMM needs no scratch of its own; each thread gathers and multiplies
- * its own chunks of a tile's panels.
+ * columns are gathered (im2col) one packed-B micro-panel (KC x NR) at a time,
+ * right before the micro-kernels use it, so they never leave L1 and the
+ * scratch is one micro-panel per thread; each thread multiplies its own chunks
+ * of the output pixels.
  *
  * pt2c_conv2d_depthwise is direct: one plane per task over the input itself for
  * stride-1 "same" convs on large planes, else 8 channels at a time over
@@ -22,107 +22,228 @@
 #include "common.h"
 #include "gemm.c"
 
-/* Upper bound on one im2col tile (2 MiB): big enough to amortise the GEMM
- * call, small enough to sit in L2/L3 next to the weights. */
-#ifndef PT2C_CONV_COL_FLOATS
-#define PT2C_CONV_COL_FLOATS (1 << 19)
-#endif
-
 static int pt2c_conv_is_pointwise(int KH, int KW, int sh, int sw, int ph, int pw)
 {
     return KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
 }
 
-/* Output pixels per im2col tile: a multiple of NR, at least one panel. */
-static int pt2c_conv_tile_cols(int Kg, int OHW)
+/* ---- the GEMM of pt2c_conv2d, its B operand gathered as it goes ----
+ *
+ * B made one NR-wide micro-panel at a time: bfn(ctx, dst, k0, kc, j0, nr) writes B's rows
+ * k0 .. k0+kc-1, columns j0 .. j0+nr-1, to dst[k*NR + j], zero past nr (the packed-B layout). */
+typedef void (*pt2c_gemm_bfn)(const void *ctx, float *dst, int k0, int kc, int j0, int nr);
+
+/* At most this many rows of A per block of pt2c_gemm_bfn_serial (M x KC floats in L2). */
+#ifndef PT2C_GEMM_BFN_MC
+#define PT2C_GEMM_BFN_MC 504 /* multiple of MR */
+#endif
+
+/* C = epilogue(A*B) on one thread, A pre-packed, each micro-panel of B made by bfn into buf
+ * (PT2C_GEMM_KC*NR floats) right before the micro-kernels use it: written and read in L1, where
+ * a B block made ahead would go out to L2/L3 and back (convolutions' im2col). */
+static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bfn bfn, const void *ctx, int M, int N,
+                                 int K, const pt2c_epilogue *ep, float *buf)
 {
-    long t = PT2C_CONV_COL_FLOATS / PT2C_MAX(Kg, 1) / PT2C_GEMM_NR * PT2C_GEMM_NR;
-    long full = ((long)OHW + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR * PT2C_GEMM_NR;
-    return (int)PT2C_MAX(PT2C_GEMM_NR, PT2C_MIN(t, full));
+    const int MR = PT2C_GEMM_MR, NR = PT2C_GEMM_NR;
+    const int nkb = (K + PT2C_GEMM_KC - 1) / PT2C_GEMM_KC, kcb = (K + nkb - 1) / nkb; /* balanced k blocks */
+    int ic, pc, jr, ir;
+    for (ic = 0; ic < M; ic += PT2C_GEMM_BFN_MC) {
+        const int mc = PT2C_MIN(PT2C_GEMM_BFN_MC, M - ic);
+        for (pc = 0; pc < K; pc += kcb) {
+            const int kc = PT2C_MIN(kcb, K - pc);
+            const pt2c_epilogue *epk = pc + kc == K ? ep : NULL;
+            for (jr = 0; jr < N; jr += NR) {
+                const int nr = PT2C_MIN(NR, N - jr);
+                bfn(ctx, buf, pc, kc, jr, nr);
+                for (ir = 0; ir < mc; ir += MR)
+                    pt2c_gemm_ukernel_packed(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf,
+                                             C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir), nr,
+                                             pc > 0, epk, ic + ir, jr);
+            }
+        }
+    }
 }
 
-PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph,
-                                              int pw, int dh, int dw, int groups, int OH, int OW)
-{
-    int Cg = C / groups, OCg = OC / groups, Kg = Cg * KH * KW, OHW = OH * OW;
-    (void)H, (void)W, (void)dh, (void)dw;
-    if (OHW <= 0 || OCg <= 0) return 0;
-    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
-    return (size_t)Kg * (size_t)pt2c_conv_tile_cols(Kg, OHW);
-}
-
-/* im2col of one PW-wide panel (PW <= NR): output pixels [p0, p0+np) of one image/group
- * into dst[k*PW + jj] (k = c*KH*KW + kh*KW + kw), zero where the window falls
- * into the padding or past the last pixel.  The panel is first split into
- * runs of pixels sharing an output row, so each (k, run) is one strided copy. */
+/* im2col of one PW-wide panel (PW <= NR): rows k0 .. k0+kc-1 (k = c*KH*KW + kh*KW + kw) for
+ * output pixels [p0, p0+np) of one image/group into dst[(k-k0)*PW + jj], zero where the window
+ * falls into the padding or past the last pixel.  The panel is first split into runs of pixels
+ * sharing an output row, so each (k, run) is one strided copy. */
 static void pt2c_im2col_panel_w(float *PT2C_RESTRICT dst, int PW, const float *PT2C_RESTRICT in, int p0, int np,
-                                int Cg, int H, int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
-                                int OW)
+                                int k0, int kc, int H, int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
+                                int dw, int OW)
 {
     int run_oh[PT2C_GEMM_NR], run_ow[PT2C_GEMM_NR], run_j[PT2C_GEMM_NR], run_len[PT2C_GEMM_NR];
-    int nrun = 0, j = 0, c, kh, kw, r, t;
+    int nrun = 0, j = 0, c = k0 / (KH * KW), kh = k0 % (KH * KW) / KW, kw = k0 % KW, k, r, t;
+    const float *plane = in + (ptrdiff_t)c * H * W;
     while (j < np) {
         int p = p0 + j, oh = p / OW, ow = p % OW, len = PT2C_MIN(np - j, OW - ow);
         run_oh[nrun] = oh, run_ow[nrun] = ow, run_j[nrun] = j, run_len[nrun] = len;
         nrun++;
         j += len;
     }
-    for (c = 0; c < Cg; c++) {
-        const float *plane = in + (ptrdiff_t)c * H * W;
-        for (kh = 0; kh < KH; kh++) {
-            for (kw = 0; kw < KW; kw++, dst += PW) {
+    for (k = 0; k < kc; k++, dst += PW) {
+        if (k > 0 && ++kw == KW) { /* the next tap */
+            kw = 0;
+            if (++kh == KH) kh = 0, plane += (ptrdiff_t)H * W;
+        }
 #if defined(PT2C_GEMM_VEC)
-                /* the common case: one run of a whole 16-wide panel, every tap inside the plane */
-                if (nrun == 1 && PW == 16 && run_len[0] == 16 && (sw == 1 || sw == 2)) {
-                    const int ih = run_oh[0] * sh - ph + kh * dh, iw0 = run_ow[0] * sw - pw + kw * dw;
-                    if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
-                        const float *src = plane + (ptrdiff_t)ih * W + iw0;
-                        if (sw == 1) {
-                            PT2C_V8_STORE(dst, PT2C_V8_LOAD(src));
-                            PT2C_V8_STORE(dst + 8, PT2C_V8_LOAD(src + 8));
-                            continue;
-                        }
+        /* the common case: one run of a whole 16-wide panel, every tap inside the plane */
+        if (nrun == 1 && PW == 16 && run_len[0] == 16 && (sw == 1 || sw == 2)) {
+            const int ih = run_oh[0] * sh - ph + kh * dh, iw0 = run_ow[0] * sw - pw + kw * dw;
+            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
+                const float *src = plane + (ptrdiff_t)ih * W + iw0;
+                if (sw == 1) {
+                    PT2C_V8_STORE(dst, PT2C_V8_LOAD(src));
+                    PT2C_V8_STORE(dst + 8, PT2C_V8_LOAD(src + 8));
+                    continue;
+                }
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-                        {
-                            /* src[0, 2, .., 30]: the evens of [0, 16), then the odds of [15, 31) (no read past src[30]) */
-                            const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
-                            const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
-                            _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-                            _mm256_storeu_ps(dst + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
-                            continue;
-                        }
-#endif
-                    }
+                {
+                    /* src[0, 2, .., 30]: the evens of [0, 16), then the odds of [15, 31) (no read past src[30]) */
+                    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
+                    const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
+                    _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+                    _mm256_storeu_ps(dst + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+                    continue;
                 }
 #endif
-                for (t = 0; t < PW; t++) dst[t] = 0.0f;
-                for (r = 0; r < nrun; r++) {
-                    int ih = run_oh[r] * sh - ph + kh * dh;
-                    int iw0 = run_ow[r] * sw - pw + kw * dw; /* input column of the run's first pixel */
-                    int lo, hi;
-                    const float *src;
-                    float *d;
-                    if (ih < 0 || ih >= H) continue;
-                    /* pixels t of the run with 0 <= iw0 + t*sw < W */
-                    lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
-                    hi = iw0 > W - 1 ? 0 : PT2C_MIN(run_len[r], (W - 1 - iw0) / sw + 1);
-                    src = plane + (ptrdiff_t)ih * W;
-                    d = dst + run_j[r];
-                    if (sw == 1)
-                        for (t = lo; t < hi; t++) d[t] = src[iw0 + t];
-                    else
-                        for (t = lo; t < hi; t++) d[t] = src[iw0 + t * sw];
-                }
             }
+        }
+#endif
+        for (t = 0; t < PW; t++) dst[t] = 0.0f;
+        for (r = 0; r < nrun; r++) {
+            int ih = run_oh[r] * sh - ph + kh * dh;
+            int iw0 = run_ow[r] * sw - pw + kw * dw; /* input column of the run's first pixel */
+            int lo, hi;
+            const float *src;
+            float *d;
+            if (ih < 0 || ih >= H) continue;
+            /* pixels t of the run with 0 <= iw0 + t*sw < W */
+            lo = iw0 >= 0 ? 0 : (-iw0 + sw - 1) / sw;
+            hi = iw0 > W - 1 ? 0 : PT2C_MIN(run_len[r], (W - 1 - iw0) / sw + 1);
+            src = plane + (ptrdiff_t)ih * W;
+            d = dst + run_j[r];
+            if (sw == 1)
+                for (t = lo; t < hi; t++) d[t] = src[iw0 + t];
+            else
+                for (t = lo; t < hi; t++) d[t] = src[iw0 + t * sw];
         }
     }
 }
 
-/* The NR-wide panels of pt2c_conv2d's B operand. */
-static void pt2c_im2col_panel(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int p0, int np, int Cg, int H,
-                              int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OW)
+/* The same for an NR-wide panel from a zero-padded copy of the input (planes of Hp x Wp, so every
+ * tap is inside; readable PT2C_CONV_PAD_SLACK floats past the last plane): each run of pixels is
+ * copied as one whole 16-wide vector copy, the next run overwriting the excess.  dst must have NR
+ * floats of room past its last row. */
+#define PT2C_CONV_PAD_SLACK 32
+
+static void pt2c_im2col_panel_padded(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int p0, int np, int k0,
+                                     int kc, int Hp, int Wp, int KH, int KW, int sh, int sw, int dh, int dw, int OW)
 {
-    pt2c_im2col_panel_w(dst, PT2C_GEMM_NR, in, p0, np, Cg, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW);
+    ptrdiff_t run_off[PT2C_GEMM_NR];
+    int run_j[PT2C_GEMM_NR], run_len[PT2C_GEMM_NR];
+    int nrun = 0, j = 0, kh = k0 % (KH * KW) / KW, kw = k0 % KW, k, r, t;
+    const float *plane = in + (ptrdiff_t)(k0 / (KH * KW)) * Hp * Wp;
+    while (j < np) {
+        int p = p0 + j, oh = p / OW, ow = p % OW, len = PT2C_MIN(np - j, OW - ow);
+        run_off[nrun] = (ptrdiff_t)oh * sh * Wp + (ptrdiff_t)ow * sw, run_j[nrun] = j, run_len[nrun] = len;
+        nrun++;
+        j += len;
+    }
+    for (k = 0; k < kc; k++, dst += PT2C_GEMM_NR) {
+        const float *tap;
+        if (k > 0 && ++kw == KW) { /* the next tap */
+            kw = 0;
+            if (++kh == KH) kh = 0, plane += (ptrdiff_t)Hp * Wp;
+        }
+        tap = plane + (ptrdiff_t)kh * dh * Wp + kw * dw;
+        for (r = 0; r < nrun; r++) {
+            const float *src = tap + run_off[r];
+            float *d = dst + run_j[r];
+#if defined(PT2C_GEMM_VEC)
+            if (sw == 1) {
+                PT2C_V8_STORE(d, PT2C_V8_LOAD(src));
+                PT2C_V8_STORE(d + 8, PT2C_V8_LOAD(src + 8));
+                continue;
+            }
+#endif
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+            if (sw == 2) { /* src[0, 2, .., 30] as in pt2c_im2col_panel_w */
+                const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
+                const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
+                _mm256_storeu_ps(d, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+                _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+                continue;
+            }
+#endif
+            for (t = 0; t < run_len[r]; t++) d[t] = src[(ptrdiff_t)t * sw];
+        }
+        for (t = np; t < PT2C_GEMM_NR; t++) dst[t] = 0.0f; /* the last panel's columns past the last pixel */
+    }
+}
+
+/* Zero-padded copy of C planes (H x W -> (H + 2ph) x (W + 2pw)), then PT2C_CONV_PAD_SLACK zeros. */
+static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph, int pw)
+{
+    const int Wp = W + 2 * pw, Hp = H + 2 * ph;
+    int c, t;
+    PT2C_OMP(parallel for schedule(static) if ((long)C * Hp * Wp > 65536L))
+    for (c = 0; c < C; c++) {
+        float *d = dst + (ptrdiff_t)c * Hp * Wp;
+        const float *s = in + (ptrdiff_t)c * H * W;
+        int h;
+        memset(d, 0, (size_t)ph * Wp * sizeof(float));
+        for (h = 0; h < H; h++) {
+            float *row = d + (ptrdiff_t)(ph + h) * Wp;
+            memset(row, 0, (size_t)pw * sizeof(float));
+            memcpy(row + pw, s + (ptrdiff_t)h * W, (size_t)W * sizeof(float));
+            memset(row + pw + W, 0, (size_t)pw * sizeof(float));
+        }
+        memset(d + (ptrdiff_t)(ph + H) * Wp, 0, (size_t)ph * Wp * sizeof(float));
+    }
+    for (t = 0; t < PT2C_CONV_PAD_SLACK; t++) dst[(ptrdiff_t)C * Hp * Wp + t] = 0.0f;
+}
+
+/* The B operand of pt2c_conv2d's GEMM, one NR-wide micro-panel at a time (pt2c_gemm_bfn): from
+ * the input itself (no padding), or from its zero-padded copy (H, W, then the padded sizes). */
+typedef struct {
+    const float *in;
+    int padded, p0, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW;
+} pt2c_im2col_ctx;
+
+static void pt2c_im2col_bfn(const void *ctx, float *dst, int k0, int kc, int j0, int nr)
+{
+    const pt2c_im2col_ctx *x = (const pt2c_im2col_ctx *)ctx;
+    if (x->padded)
+        pt2c_im2col_panel_padded(dst, x->in, x->p0 + j0, nr, k0, kc, x->H, x->W, x->KH, x->KW, x->sh, x->sw, x->dh,
+                                 x->dw, x->OW);
+    else
+        pt2c_im2col_panel_w(dst, PT2C_GEMM_NR, x->in, x->p0 + j0, nr, k0, kc, x->H, x->W, x->KH, x->KW, x->sh,
+                            x->sw, x->ph, x->pw, x->dh, x->dw, x->OW);
+}
+
+/* Scratch of pt2c_conv2d's gathered GEMM: the padded input (if the conv has padding and the copy
+ * takes at most PT2C_CONV_PAD_FLOATS; else the taps are bounds-checked), then one B micro-panel
+ * per thread (NR floats of room past it). */
+#ifndef PT2C_CONV_PAD_FLOATS
+#define PT2C_CONV_PAD_FLOATS (1L << 20)
+#endif
+
+static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int ph, int pw)
+{
+    size_t n = (size_t)Cg * (H + 2 * ph) * (W + 2 * pw) + PT2C_CONV_PAD_SLACK;
+    return (ph > 0 || pw > 0) && n <= (size_t)PT2C_CONV_PAD_FLOATS ? (n + 15) & ~(size_t)15 : 0;
+}
+#define PT2C_CONV_PANEL_FLOATS (PT2C_GEMM_KC * PT2C_GEMM_NR + PT2C_GEMM_NR)
+
+PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph,
+                                              int pw, int dh, int dw, int groups, int OH, int OW)
+{
+    int Cg = C / groups, OCg = OC / groups, OHW = OH * OW;
+    (void)dh, (void)dw;
+    if (OHW <= 0 || OCg <= 0) return 0;
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
+    return pt2c_conv_pad_floats(Cg, H, W, ph, pw) + (size_t)PT2C_MAX_THREADS * PT2C_CONV_PANEL_FLOATS;
 }
 
 PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed, const pt2c_epilogue *ep, int N, int C,
@@ -132,55 +253,55 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
     const int Cg = C / groups, OCg = OC / groups, Kg = Cg * KH * KW, OHW = OH * OW;
     const ptrdiff_t wg_size = (ptrdiff_t)(OCg + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * Kg;
     const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
-    const int T = pt2c_conv_tile_cols(Kg, OHW);
-    int n, g, t0;
+    int n, g;
     if (OHW <= 0 || OCg <= 0) return;
     for (n = 0; n < N; n++) {
         for (g = 0; g < groups; g++) {
             const float *in_g = in + ((ptrdiff_t)n * C + (ptrdiff_t)g * Cg) * H * W;
             const float *w_g = w_packed + g * wg_size;
             const ptrdiff_t out_off = ((ptrdiff_t)n * OC + (ptrdiff_t)g * OCg) * OHW;
-            for (t0 = 0; t0 < OHW; t0 += pointwise ? OHW : T) {
-                int nt = pointwise ? OHW : PT2C_MIN(T, OHW - t0);
-                pt2c_epilogue e, *et = NULL;
-                if (ep) {
-                    e = *ep;
-                    e.bias = ep->bias ? ep->bias + g * OCg : NULL;
-                    e.bias_per_row = 1;
-                    e.residual = ep->residual ? ep->residual + out_off + t0 : NULL;
-                    e.ldr = OHW;
-                    et = &e;
-                }
-                if (pointwise) {
-                    pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, in_g, H * W, 1, 0, OCg, OHW, Kg, et, scratch);
-                } else {
-                    /* chunks of the tile's panels, each im2col'ed and multiplied by one thread, so
-                     * that its panels are still in that thread's cache for the GEMM */
-                    const int npan = (nt + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
-                    int nch = 1, c;
+            pt2c_epilogue e, *et = NULL;
+            if (ep) {
+                e = *ep;
+                e.bias = ep->bias ? ep->bias + g * OCg : NULL;
+                e.bias_per_row = 1;
+                e.residual = ep->residual ? ep->residual + out_off : NULL;
+                e.ldr = OHW;
+                et = &e;
+            }
+            if (pointwise) {
+                pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, in_g, H * W, 1, 0, OCg, OHW, Kg, et, scratch);
+            } else {
+                /* chunks of the output pixels' panels, a few per thread, handed out dynamically;
+                 * each thread gathers its micro-panels of columns as its GEMM needs them */
+                const size_t pad_floats = pt2c_conv_pad_floats(Cg, H, W, ph, pw);
+                const int npan = (OHW + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, pad = pad_floats > 0;
+                float *panels = scratch + pad_floats;
+                int nch = 1, nth = 1, c;
+                if (pad) pt2c_conv_pad(scratch, in_g, Cg, H, W, ph, pw);
 #if defined(_OPENMP)
-                    if (!omp_in_parallel() && (long)OCg * nt * Kg >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD)
-                        nch = PT2C_MIN(npan, PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS) *
-                                                 PT2C_GEMM_CHUNKS_PER_THREAD);
+                if (!omp_in_parallel() && (long)OCg * OHW * Kg >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD) {
+                    nth = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
+                    nch = PT2C_MIN(npan, nth * PT2C_GEMM_CHUNKS_PER_THREAD);
+                }
 #endif
-                    PT2C_OMP(parallel for schedule(dynamic, 1) if (nch > 1))
-                    for (c = 0; c < nch; c++) {
-                        const int q0 = (int)((long)npan * c / nch), q1 = (int)((long)npan * (c + 1) / nch);
-                        const int j0 = q0 * PT2C_GEMM_NR, ncol = PT2C_MIN(nt, q1 * PT2C_GEMM_NR) - j0;
-                        pt2c_epilogue ec;
-                        int p;
-                        if (q1 <= q0) continue;
-                        for (p = q0; p < q1; p++)
-                            pt2c_im2col_panel(scratch + (ptrdiff_t)p * PT2C_GEMM_NR * Kg, in_g,
-                                              t0 + p * PT2C_GEMM_NR, PT2C_MIN(PT2C_GEMM_NR, nt - p * PT2C_GEMM_NR), Cg,
-                                              H, W, KH, KW, sh, sw, ph, pw, dh, dw, OW);
-                        if (et) {
-                            ec = *et;
-                            if (ec.residual) ec.residual += j0;
-                        }
-                        pt2c_sgemm(out + out_off + t0 + j0, OHW, w_g, 0, 0, 1, scratch + (ptrdiff_t)j0 * Kg, 0, 0, 1,
-                                   OCg, ncol, Kg, et ? &ec : NULL, NULL);
+                (void)nth; /* only used by OpenMP */
+                PT2C_OMP(parallel for num_threads(nth) schedule(dynamic, 1) if (nch > 1))
+                for (c = 0; c < nch; c++) {
+                    const int q0 = (int)((long)npan * c / nch), q1 = (int)((long)npan * (c + 1) / nch);
+                    const int j0 = q0 * PT2C_GEMM_NR, ncol = PT2C_MIN(OHW, q1 * PT2C_GEMM_NR) - j0;
+                    pt2c_im2col_ctx x;
+                    pt2c_epilogue ec;
+                    if (q1 <= q0) continue;
+                    x.in = pad ? scratch : in_g, x.padded = pad, x.p0 = j0, x.KH = KH, x.KW = KW, x.sh = sh;
+                    x.sw = sw, x.ph = ph, x.pw = pw, x.dh = dh, x.dw = dw, x.OW = OW;
+                    x.H = pad ? H + 2 * ph : H, x.W = pad ? W + 2 * pw : W;
+                    if (et) {
+                        ec = *et;
+                        if (ec.residual) ec.residual += j0;
                     }
+                    pt2c_gemm_bfn_serial(out + out_off + j0, OHW, w_g, pt2c_im2col_bfn, &x, OCg, ncol, Kg,
+                                         et ? &ec : NULL, panels + (ptrdiff_t)PT2C_THREAD_ID() * PT2C_CONV_PANEL_FLOATS);
                 }
             }
         }
@@ -229,7 +350,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)npan * K > 65536L))
             for (p = 0; p < npan; p++)
                 pt2c_im2col_panel_w(col + (ptrdiff_t)p * PT2C_GEMM_MR * K, PT2C_GEMM_MR, in_n, p * PT2C_GEMM_MR,
-                                    PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), C, H, W, KH, KW, sh, sw, ph, pw,
+                                    PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), 0, K, H, W, KH, KW, sh, sw, ph, pw,
                                     dh, dw, OW);
             pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
         }

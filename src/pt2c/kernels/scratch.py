@@ -11,7 +11,8 @@ SKINNY_M = 16  # PT2C_GEMM_SKINNY_M
 MIN_MACS_PER_THREAD = 1 << 19  # PT2C_GEMM_MIN_MACS_PER_THREAD
 CHUNKS_PER_THREAD = 4  # PT2C_GEMM_CHUNKS_PER_THREAD
 SHARED_A_FLOATS = 1 << 20  # PT2C_GEMM_SHARED_A_FLOATS
-CONV_COL_FLOATS = 1 << 19  # PT2C_CONV_COL_FLOATS
+CONV_PAD_SLACK = 32  # PT2C_CONV_PAD_SLACK
+CONV_PAD_FLOATS = 1 << 20  # PT2C_CONV_PAD_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
 DW_DIRECT_MIN_HW = 1024  # PT2C_DW_DIRECT_MIN_HW
@@ -65,14 +66,13 @@ def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packe
 def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
                           dh: int, dw: int, groups: int, OH: int, OW: int) -> int:
     Cg, OCg, OHW = C // groups, OC // groups, OH * OW
-    Kg = Cg * KH * KW
     if OHW <= 0 or OCg <= 0:
         return 0
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
         return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
-    t = CONV_COL_FLOATS // max(Kg, 1) // NR * NR
-    full = (OHW + NR - 1) // NR * NR
-    return Kg * max(NR, min(t, full))
+    pad = Cg * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
+    pad = _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
+    return pad + MAX_THREADS * (KC * NR + NR)  # the padded input, one B micro-panel per thread
 
 
 def conv2d_smallp_scratch_floats(C: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, OH: int,
