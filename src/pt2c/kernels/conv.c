@@ -328,6 +328,32 @@ PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int OC, int KH, int 
     return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K;
 }
 
+/* im2col of one MR-wide panel of pixels [p0, p0+np) (all rows k) for pt2c_conv2d_smallp: each
+ * pixel's window position is worked out once, then every tap is MR bounds-checked loads (panels
+ * of 6 pixels of 7-wide maps mostly span two rows, which the run-by-run copies handle slowly). */
+static void pt2c_im2col_panel_px(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int p0, int np, int C,
+                                 int H, int W, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OW)
+{
+    int ih0[PT2C_GEMM_MR], iw0[PT2C_GEMM_MR], c, kh, kw, t;
+    for (t = 0; t < PT2C_GEMM_MR; t++) { /* past the last pixel: a window that is never inside */
+        const int p = p0 + t;
+        ih0[t] = t < np ? p / OW * sh - ph : -KH * dh;
+        iw0[t] = t < np ? p % OW * sw - pw : 0;
+    }
+    for (c = 0; c < C; c++) {
+        const float *plane = in + (ptrdiff_t)c * H * W;
+        for (kh = 0; kh < KH; kh++) {
+            for (kw = 0; kw < KW; kw++, dst += PT2C_GEMM_MR) {
+                for (t = 0; t < PT2C_GEMM_MR; t++) {
+                    const int ih = ih0[t] + kh * dh, iw = iw0[t] + kw * dw;
+                    dst[t] = (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W ? plane[(ptrdiff_t)ih * W + iw]
+                                                                                    : 0.0f;
+                }
+            }
+        }
+    }
+}
+
 PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt_packed, const pt2c_epilogue *ep, int N,
                                     int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
                                     int dw, int OH, int OW, float *scratch)
@@ -349,9 +375,9 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, p;
             PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)npan * K > 65536L))
             for (p = 0; p < npan; p++)
-                pt2c_im2col_panel_w(col + (ptrdiff_t)p * PT2C_GEMM_MR * K, PT2C_GEMM_MR, in_n, p * PT2C_GEMM_MR,
-                                    PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), 0, K, H, W, KH, KW, sh, sw, ph, pw,
-                                    dh, dw, OW);
+                pt2c_im2col_panel_px(col + (ptrdiff_t)p * PT2C_GEMM_MR * K, in_n, p * PT2C_GEMM_MR,
+                                     PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), C, H, W, KH, KW, sh, sw, ph, pw,
+                                     dh, dw, OW);
             pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
         }
         /* NCHW, with bias, residual and activation (same order as the GEMM epilogue) */
