@@ -363,11 +363,24 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
 #endif
 }
 
-/* Packed-A micro-kernel: the panel is zero-padded, so always all MR rows. */
+/* Packed-A micro-kernel.  The panel is zero-padded to MR rows, but a last panel with fewer rows
+ * (M not a multiple of 6: 64 channels, 49 pixels) multiplies only its mr real ones. */
 static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, float *c, int ldc, int mr, int nr,
                                      int accumulate, const pt2c_epilogue *ep, int i0, int j0)
 {
-    pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR);
+    switch (mr) {
+#define PT2C_GEMM_CASE(R) \
+    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R); break
+        PT2C_GEMM_CASE(1);
+        PT2C_GEMM_CASE(2);
+        PT2C_GEMM_CASE(3);
+        PT2C_GEMM_CASE(4);
+        PT2C_GEMM_CASE(5);
+        default:
+            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR);
+            break;
+#undef PT2C_GEMM_CASE
+    }
 }
 
 /* Strided-A micro-kernel: reads exactly mr rows, so nothing past M is touched. */
