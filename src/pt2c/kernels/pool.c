@@ -76,9 +76,9 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
             for (int i = 0; i < len; i++)
                 buf[i] = -INFINITY;
             for (int kh = kh0; kh < kh1; kh++) {
-                const float *row = x + (size_t)(ih0 + kh * dh) * W + c0;
+                const float *row = x + (size_t)(ih0 + kh * dh) * W; /* (no pointer before the plane) */
                 for (int i = i0; i < i1; i++)
-                    buf[i] = pt2c_pool_max(buf[i], row[i]);
+                    buf[i] = pt2c_pool_max(buf[i], row[c0 + i]);
             }
             for (int i = len; i < len + 16; i++) /* (read, unused, by the vector loop below) */
                 buf[i] = -INFINITY;
