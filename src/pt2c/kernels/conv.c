@@ -64,6 +64,31 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
     }
 }
 
+/* d[0..16) = src[0], src[sw], .., src[15 * sw] as vector copies, for stride 1 (and 2 on x86:
+ * the evens of [0, 16), then the odds of [15, 31), so no read past src[30]); returns 0, having
+ * done nothing, for other strides. */
+PT2C_GEMM_INLINE int pt2c_im2col_copy16(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT src, int sw)
+{
+#if defined(PT2C_GEMM_VEC)
+    if (sw == 1) {
+        PT2C_V8_STORE(d, PT2C_V8_LOAD(src));
+        PT2C_V8_STORE(d + 8, PT2C_V8_LOAD(src + 8));
+        return 1;
+    }
+#endif
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+    if (sw == 2) {
+        const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
+        const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
+        _mm256_storeu_ps(d, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
+        _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+        return 1;
+    }
+#endif
+    (void)d, (void)src, (void)sw;
+    return 0;
+}
+
 /* im2col of one PW-wide panel (PW <= NR): rows k0 .. k0+kc-1 (k = c*KH*KW + kh*KW + kw) for
  * output pixels [p0, p0+np) of one image/group into dst[(k-k0)*PW + jj], zero where the window
  * falls into the padding or past the last pixel.  The panel is first split into runs of pixels
@@ -86,30 +111,13 @@ static void pt2c_im2col_panel_w(float *PT2C_RESTRICT dst, int PW, const float *P
             kw = 0;
             if (++kh == KH) kh = 0, plane += (ptrdiff_t)H * W;
         }
-#if defined(PT2C_GEMM_VEC)
         /* the common case: one run of a whole 16-wide panel, every tap inside the plane */
         if (nrun == 1 && PW == 16 && run_len[0] == 16 && (sw == 1 || sw == 2)) {
             const int ih = run_oh[0] * sh - ph + kh * dh, iw0 = run_ow[0] * sw - pw + kw * dw;
-            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W) {
-                const float *src = plane + (ptrdiff_t)ih * W + iw0;
-                if (sw == 1) {
-                    PT2C_V8_STORE(dst, PT2C_V8_LOAD(src));
-                    PT2C_V8_STORE(dst + 8, PT2C_V8_LOAD(src + 8));
-                    continue;
-                }
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-                {
-                    /* src[0, 2, .., 30]: the evens of [0, 16), then the odds of [15, 31) (no read past src[30]) */
-                    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
-                    const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
-                    _mm256_storeu_ps(dst, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-                    _mm256_storeu_ps(dst + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
-                    continue;
-                }
-#endif
-            }
+            if (ih >= 0 && ih < H && iw0 >= 0 && iw0 + 15 * sw < W &&
+                pt2c_im2col_copy16(dst, plane + (ptrdiff_t)ih * W + iw0, sw))
+                continue;
         }
-#endif
         for (t = 0; t < PW; t++) dst[t] = 0.0f;
         for (r = 0; r < nrun; r++) {
             int ih = run_oh[r] * sh - ph + kh * dh;
@@ -160,22 +168,7 @@ static void pt2c_im2col_panel_padded(float *PT2C_RESTRICT dst, const float *PT2C
         for (r = 0; r < nrun; r++) {
             const float *src = tap + run_off[r];
             float *d = dst + run_j[r];
-#if defined(PT2C_GEMM_VEC)
-            if (sw == 1) {
-                PT2C_V8_STORE(d, PT2C_V8_LOAD(src));
-                PT2C_V8_STORE(d + 8, PT2C_V8_LOAD(src + 8));
-                continue;
-            }
-#endif
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-            if (sw == 2) { /* src[0, 2, .., 30] as in pt2c_im2col_panel_w */
-                const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
-                const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
-                _mm256_storeu_ps(d, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-                _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
-                continue;
-            }
-#endif
+            if (pt2c_im2col_copy16(d, src, sw)) continue;
             for (t = 0; t < run_len[r]; t++) d[t] = src[(ptrdiff_t)t * sw];
         }
         for (t = np; t < PT2C_GEMM_NR; t++) dst[t] = 0.0f; /* the last panel's columns past the last pixel */
