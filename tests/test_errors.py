@@ -435,3 +435,12 @@ def test_runner_binds_threads_unless_told(mlp_compiled, monkeypatch):
     assert seen == [(None, None), ("close", "cores"), ("false", None)]
     # not left for child processes (libgomp would pin each one's main thread to the same core)
     assert os.environ["OMP_PROC_BIND"] == "false" and "OMP_PLACES" not in os.environ
+
+
+def test_runner_threads_hold_when_libgomp_is_already_loaded(mlp_compiled):
+    # torch (imported by this test process) loaded its libgomp.so.1 first, with its own thread
+    # count; the library binds to that runtime, so OMP_NUM_THREADS alone would be ignored
+    lib = mlp_compiled.gcc_lib()
+    for n in (1, 2):
+        m = pt2c.load(mlp_compiled.out_dir, lib=lib, threads=n)
+        assert m.lib.omp_get_max_threads() == n

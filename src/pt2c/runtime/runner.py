@@ -67,6 +67,11 @@ class Model:
         finally:
             if bind:  # read by libgomp when it loads; child processes must not inherit a pin to core 0
                 del os.environ["OMP_PROC_BIND"], os.environ["OMP_PLACES"]
+        if threads is not None and hasattr(self.lib, "omp_set_num_threads"):
+            # OMP_NUM_THREADS is read once, when libgomp loads: if this process loaded it before
+            # (torch bundles a libgomp.so.1, and the library then binds to that one), the count
+            # set above is ignored and runs would use every core.  Set it on the runtime itself.
+            self.lib.omp_set_num_threads(ctypes.c_int(threads))
         n = self.name
         getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
         abi = getattr(self.lib, f"{n}_abi_version")()
