@@ -3,7 +3,7 @@
     python bench/ab.py --base /path/to/old/src [--new src] [--models resnet18,mlp_b64] [--threads 1]
                        [--runs 40]
 
-Each model is compiled (x86_64-v3, -O3) once with each tree (in a subprocess with that tree
+Each model is compiled (--target, default x86_64-v3; -O3) once with each tree (in a subprocess with that tree
 first on sys.path), both libraries are loaded into one fresh process (ctypes, no torch), and
 calls alternate A, B, A, B ... so that machine drift hits both alike.  Prints the medians and
 the median of the per-pair ratios new/base (< 1: new is faster), and the workspace sizes.
@@ -26,10 +26,10 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np, torch, pt2c
 from pt2c import zoo
-spec, out, name = sys.argv[2], sys.argv[3], sys.argv[4]
+spec, out, name, target = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 model, inputs = zoo.mlp("bench", batch=64) if spec == "mlp_b64" else zoo.FAMILIES[spec]("bench")
 ep = torch.export.export(model, inputs, strict=False)
-pt2c.compile(ep, out, name=name, target="x86_64-v3")
+pt2c.compile(ep, out, name=name, target=target)
 pt2c.build(out, cflags="-O3 -std=c99")
 for i, x in enumerate(inputs):
     np.save(f"{out}/../in{i}.npy", x.numpy())
@@ -66,14 +66,15 @@ def main() -> None:
     ap.add_argument("--models", default="resnet18,mlp_b64")
     ap.add_argument("--threads", default="1")
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--target", default="x86_64-v3", help="pt2c --target (x86_64-v3,x86_64-v4: multi-versioned)")
     args = ap.parse_args()
     import numpy as np
 
     for spec in args.models.split(","):
         wd = Path(tempfile.mkdtemp(prefix=f"pt2c_ab_{spec}_"))
         for tag, src in (("a", args.base), ("b", args.new)):
-            subprocess.run([sys.executable, "-c", BUILD, src, spec, str(wd / tag), f"{spec}_{tag}"], check=True,
-                           capture_output=True)
+            subprocess.run([sys.executable, "-c", BUILD, src, spec, str(wd / tag), f"{spec}_{tag}", args.target],
+                           check=True, capture_output=True)
         for nt in args.threads.split(","):
             env = dict(os.environ, OMP_NUM_THREADS=nt)
             out = subprocess.run([sys.executable, "-c", TIME, args.new, str(wd), str(args.runs)], env=env,

@@ -375,6 +375,7 @@ WINO_CASES = [
     (1, 16, 11, 12, 40, 2, True, "silu"),      # padding 2, an activation outside the fast path
     (1, 64, 56, 56, 64, 1, True, "relu"),      # ResNet layer1: several tile blocks
     (1, 160, 14, 14, 200, 1, False, "hardswish"),
+    (1, 8, 26, 30, 8, 0, True, "relu"),        # last tile at the plane's end: its patch rows are copied
 ]
 
 
@@ -591,42 +592,47 @@ int main(void)
         }
         free(in), free(w), free(wp), free(o1), free(o2), free(scr), free(dws);
     }
-    {   /* Winograd F(4x4, 3x3), ragged tiles, pad 1, bias + relu, against a direct loop */
+    {   /* Winograd F(4x4, 3x3), ragged tiles, bias + relu, against a direct loop: pad 1, and pad 0 with
+         * the last tile's patch at the plane's end (its rows are copied, not read 8 wide in place) */
         static const float G[6][3] = {{0.25f, 0, 0}, {-1.0f / 6, -1.0f / 6, -1.0f / 6}, {-1.0f / 6, 1.0f / 6, -1.0f / 6},
                                       {1.0f / 24, 1.0f / 12, 1.0f / 6}, {1.0f / 24, -1.0f / 12, 1.0f / 6}, {0, 0, 1}};
-        int C = 17, H = 13, W = 10, OC = 20, OH = 13, OW = 10, oc, oh, ow, c, kh, kw, r, t, xi;
-        float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * 9), *bias = rnd((size_t)OC);
-        float *u = malloc(sizeof(float) * 36 * OC * C), *up = malloc(sizeof(float) * 36 * 24 * C);
-        float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
-        float *scr = malloc(sizeof(float) * pt2c_conv2d_wino_scratch_floats(C, OC, OH, OW));
-        pt2c_epilogue ep = {0};
-        ep.bias = bias, ep.bias_per_row = 1, ep.act = PT2C_ACT_RELU;
-        for (oc = 0; oc < OC; oc++)
-            for (c = 0; c < C; c++)
-                for (r = 0; r < 6; r++)
-                    for (t = 0; t < 6; t++) {
-                        float acc = 0.0f;
-                        for (kh = 0; kh < 3; kh++)
-                            for (kw = 0; kw < 3; kw++) acc += G[r][kh] * w[((oc * C + c) * 3 + kh) * 3 + kw] * G[t][kw];
-                        u[((r * 6 + t) * OC + oc) * C + c] = acc;
+        int pd;
+        for (pd = 1; pd >= 0; pd--) {
+            int C = 17, H = pd ? 13 : 14, W = 10, OC = 20, OH = H + 2 * pd - 2, OW = W + 2 * pd - 2;
+            int oc, oh, ow, c, kh, kw, r, t, xi;
+            float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * 9), *bias = rnd((size_t)OC);
+            float *u = malloc(sizeof(float) * 36 * OC * C), *up = malloc(sizeof(float) * 36 * 24 * C);
+            float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
+            float *scr = malloc(sizeof(float) * pt2c_conv2d_wino_scratch_floats(C, OC, OH, OW));
+            pt2c_epilogue ep = {0};
+            ep.bias = bias, ep.bias_per_row = 1, ep.act = PT2C_ACT_RELU;
+            for (oc = 0; oc < OC; oc++)
+                for (c = 0; c < C; c++)
+                    for (r = 0; r < 6; r++)
+                        for (t = 0; t < 6; t++) {
+                            float acc = 0.0f;
+                            for (kh = 0; kh < 3; kh++)
+                                for (kw = 0; kw < 3; kw++) acc += G[r][kh] * w[((oc * C + c) * 3 + kh) * 3 + kw] * G[t][kw];
+                            u[((r * 6 + t) * OC + oc) * C + c] = acc;
+                        }
+            for (xi = 0; xi < 36; xi++) pack(up + (size_t)xi * 24 * C, u + (size_t)xi * OC * C, OC, C, PT2C_GEMM_MR, 1);
+            pt2c_conv2d_wino(o1, in, up, &ep, 1, C, H, W, OC, pd, pd, OH, OW, scr);
+            for (oc = 0; oc < OC; oc++)
+                for (oh = 0; oh < OH; oh++)
+                    for (ow = 0; ow < OW; ow++) {
+                        float acc = bias[oc];
+                        for (c = 0; c < C; c++)
+                            for (kh = 0; kh < 3; kh++)
+                                for (kw = 0; kw < 3; kw++) {
+                                    int ih = oh - pd + kh, iw = ow - pd + kw;
+                                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                        acc += in[(c * H + ih) * W + iw] * w[((oc * C + c) * 3 + kh) * 3 + kw];
+                                }
+                        o2[(oc * OH + oh) * OW + ow] = acc > 0.0f ? acc : 0.0f;
                     }
-        for (xi = 0; xi < 36; xi++) pack(up + (size_t)xi * 24 * C, u + (size_t)xi * OC * C, OC, C, PT2C_GEMM_MR, 1);
-        pt2c_conv2d_wino(o1, in, up, &ep, 1, C, H, W, OC, 1, 1, OH, OW, scr);
-        for (oc = 0; oc < OC; oc++)
-            for (oh = 0; oh < OH; oh++)
-                for (ow = 0; ow < OW; ow++) {
-                    float acc = bias[oc];
-                    for (c = 0; c < C; c++)
-                        for (kh = 0; kh < 3; kh++)
-                            for (kw = 0; kw < 3; kw++) {
-                                int ih = oh - 1 + kh, iw = ow - 1 + kw;
-                                if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                    acc += in[(c * H + ih) * W + iw] * w[((oc * C + c) * 3 + kh) * 3 + kw];
-                            }
-                    o2[(oc * OH + oh) * OW + ow] = acc > 0.0f ? acc : 0.0f;
-                }
-        bad |= check(o1, o2, OC, OH * OW, OH * OW, "winograd");
-        free(in), free(w), free(bias), free(u), free(up), free(o1), free(o2), free(scr);
+            bad |= check(o1, o2, OC, OH * OW, OH * OW, "winograd");
+            free(in), free(w), free(bias), free(u), free(up), free(o1), free(o2), free(scr);
+        }
     }
     printf(bad ? "FAIL\n" : "OK\n");
     return bad;

@@ -387,6 +387,31 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
     }
 }
 
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
+PT2C_GEMM_INLINE void pt2c_tr8x8(float *const *d, const float *const *s)
+{
+    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
+                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
+                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
 /* ---- Winograd F(4x4, 3x3): 3x3, stride 1, dilation 1, ungrouped convolutions ----
  *
  * Lavin & Gray's minimal filtering: each 4x4 block of output pixels (a tile)
@@ -441,7 +466,7 @@ PT2C_GEMM_INLINE void pt2c_wino_bt(float *PT2C_RESTRICT r, int rs, const float *
 }
 
 /* A^T m for 6 rows of 16 lanes -> 4 rows. */
-PT2C_GEMM_INLINE void pt2c_wino_at(float *PT2C_RESTRICT y, int ys, const float *PT2C_RESTRICT m, int ms)
+PT2C_GEMM_INLINE void pt2c_wino_at(float *PT2C_RESTRICT y, int ys, const float *PT2C_RESTRICT m, ptrdiff_t ms)
 {
     int t;
     for (t = 0; t < 16; t++) {
@@ -456,34 +481,48 @@ PT2C_GEMM_INLINE void pt2c_wino_at(float *PT2C_RESTRICT y, int ys, const float *
 }
 
 /* Input transform of 16 tiles [p0, p0+16) (tiles past P are zero) of one channel plane
- * into v[xi * vs + t] (vs: distance between the V_xi matrices). */
+ * into v[xi * vs + t] (vs: distance between the V_xi matrices).  Each tile's 6x6 patch is read
+ * in place when 8-float rows from it stay inside the plane, else from a zero-padded copy; the
+ * patches are transposed so the tiles become the vector lanes, 8 tiles at a time. */
 static void pt2c_wino_input(float *PT2C_RESTRICT v, ptrdiff_t vs, const float *PT2C_RESTRICT plane, int p0, int P,
                             int TW, int H, int W, int ph, int pw)
 {
-    float d[36 * 16], tmp[36 * 16];
-    int t, i, j;
+    float d[36 * 16], tmp[36 * 16], edge[16 * 48]; /* edge: a tile's patch, 6 rows of 8 */
+    const float *src[16];
+    int ss[16], t, i, j;
     for (t = 0; t < 16; t++) {
-        int p = p0 + t, y0, x0;
-        if (p >= P) {
-            for (i = 0; i < 36; i++) d[i * 16 + t] = 0.0f;
-            continue;
-        }
-        y0 = (p / TW) * 4 - ph, x0 = (p % TW) * 4 - pw;
-        if (y0 >= 0 && x0 >= 0 && y0 + 6 <= H && x0 + 6 <= W) {
+        const int p = p0 + t, y0 = (p / TW) * 4 - ph, x0 = (p % TW) * 4 - pw;
+        float *e = edge + t * 48;
+        src[t] = e, ss[t] = 8;
+        if (p < P && y0 >= 0 && x0 >= 0 && y0 + 6 <= H && x0 + 6 <= W && (y0 + 6 < H || x0 + 8 <= W)) {
+            src[t] = plane + (ptrdiff_t)y0 * W + x0, ss[t] = W;
+        } else { /* columns [j0, j1) of the patch are inside the plane */
+            const int j0 = PT2C_MAX(0, -x0), j1 = PT2C_MIN(6, W - x0);
+            for (i = 0; i < 48; i++) e[i] = 0.0f;
             for (i = 0; i < 6; i++) {
-                const float *row = plane + (ptrdiff_t)(y0 + i) * W + x0;
-                for (j = 0; j < 6; j++) d[(i * 6 + j) * 16 + t] = row[j];
-            }
-        } else {
-            for (i = 0; i < 6; i++) {
-                int ih = y0 + i;
-                for (j = 0; j < 6; j++) {
-                    int iw = x0 + j;
-                    d[(i * 6 + j) * 16 + t] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? plane[(ptrdiff_t)ih * W + iw] : 0.0f;
-                }
+                const int ih = y0 + i;
+                if (p < P && ih >= 0 && ih < H)
+                    for (j = j0; j < j1; j++) e[i * 8 + j] = plane[(ptrdiff_t)ih * W + x0 + j];
             }
         }
     }
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+    for (i = 0; i < 6; i++) {
+        int g;
+        for (g = 0; g < 16; g += 8) {
+            const float *s[8];
+            float *dd[8], spare[16]; /* columns 6 and 7 of the 8-float rows: not used */
+            for (t = 0; t < 8; t++) s[t] = src[g + t] + (ptrdiff_t)i * ss[g + t];
+            for (j = 0; j < 6; j++) dd[j] = d + (i * 6 + j) * 16 + g;
+            dd[6] = spare, dd[7] = spare + 8;
+            pt2c_tr8x8(dd, s);
+        }
+    }
+#else
+    for (t = 0; t < 16; t++)
+        for (i = 0; i < 6; i++)
+            for (j = 0; j < 6; j++) d[(i * 6 + j) * 16 + t] = src[t][(ptrdiff_t)i * ss[t] + j];
+#endif
     for (j = 0; j < 6; j++) pt2c_wino_bt(tmp + j * 16, 6 * 16, d + j * 16, 6 * 16); /* columns: B^T d */
     for (i = 0; i < 6; i++) pt2c_wino_bt(d + i * 6 * 16, 16, tmp + i * 6 * 16, 16);  /* rows: (B^T d) B */
     for (i = 0; i < 36; i++) memcpy(v + i * vs, d + i * 16, 16 * sizeof(float));
@@ -494,30 +533,47 @@ static void pt2c_wino_input(float *PT2C_RESTRICT v, ptrdiff_t vs, const float *P
 static void pt2c_wino_output(float *PT2C_RESTRICT plane, const float *PT2C_RESTRICT m, ptrdiff_t ms, int p0, int P,
                              int TW, int OH, int OW, const pt2c_epilogue *ep, int oc, const float *res_plane)
 {
-    float mm[36 * 16], tmp[24 * 16], y[16 * 16];
+    float tmp[24 * 16], y[16 * 16], yt[16 * 16];
     const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
     int t, i, j, nt = PT2C_MIN(16, P - p0);
-    for (i = 0; i < 36; i++) {
-        memcpy(mm + i * 16, m + i * ms, (size_t)nt * sizeof(float));
-        for (t = nt; t < 16; t++) mm[i * 16 + t] = 0.0f; /* past the last tile: the GEMM wrote nothing there */
-    }
-    for (j = 0; j < 6; j++) pt2c_wino_at(tmp + j * 16, 6 * 16, mm + j * 16, 6 * 16); /* columns: A^T m */
+    for (j = 0; j < 6; j++) pt2c_wino_at(tmp + j * 16, 6 * 16, m + j * ms, 6 * ms); /* columns: A^T m */
     for (i = 0; i < 4; i++) pt2c_wino_at(y + i * 4 * 16, 16, tmp + i * 6 * 16, 16);  /* rows: (A^T m) A */
-    /* y[(r*4+q)*16 + t]: pixel (r, q) of tile t.  Bias, residual, then the activation on all of y at
-     * once (lanes past the last tile are zeros, computed and dropped), then the store. */
+    /* y[(r*4+q)*16 + t]: pixel (r, q) of tile t, + bias; then tile by tile, yt[t*16 + r*4 + q]
+     * (8x8 transposes): + residual, the activation on all of yt at once (tiles past the last are
+     * computed and dropped), and the store, row by row. */
     for (i = 0; i < 256; i++) y[i] += bias;
-    if (res_plane) {
-        for (t = 0; t < nt; t++) {
-            int p = p0 + t, oh0 = (p / TW) * 4, ow0 = (p % TW) * 4;
-            for (i = 0; i < 4 && oh0 + i < OH; i++)
-                for (j = 0; j < 4 && ow0 + j < OW; j++) y[(i * 4 + j) * 16 + t] += res_plane[(ptrdiff_t)(oh0 + i) * OW + ow0 + j];
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+    for (i = 0; i < 16; i += 8) {
+        for (t = 0; t < 16; t += 8) {
+            const float *s[8];
+            float *d[8];
+            for (j = 0; j < 8; j++) s[j] = y + (i + j) * 16 + t, d[j] = yt + (t + j) * 16 + i;
+            pt2c_tr8x8(d, s);
         }
     }
-    if (ep) pt2c_epilogue_act(y, 256, ep->act, ep->lo, ep->hi);
+#else
+    for (t = 0; t < 16; t++)
+        for (i = 0; i < 16; i++) yt[t * 16 + i] = y[i * 16 + t];
+#endif
+    if (res_plane) {
+        for (t = 0; t < nt; t++) {
+            const int p = p0 + t, oh0 = (p / TW) * 4, ow0 = (p % TW) * 4, nq = PT2C_MIN(4, OW - ow0);
+            for (i = 0; i < 4 && oh0 + i < OH; i++) {
+                const float *r = res_plane + (ptrdiff_t)(oh0 + i) * OW + ow0;
+                for (j = 0; j < nq; j++) yt[t * 16 + i * 4 + j] += r[j];
+            }
+        }
+    }
+    if (ep) pt2c_epilogue_act(yt, 256, ep->act, ep->lo, ep->hi);
     for (t = 0; t < nt; t++) {
-        int p = p0 + t, oh0 = (p / TW) * 4, ow0 = (p % TW) * 4;
-        for (i = 0; i < 4 && oh0 + i < OH; i++)
-            for (j = 0; j < 4 && ow0 + j < OW; j++) plane[(ptrdiff_t)(oh0 + i) * OW + ow0 + j] = y[(i * 4 + j) * 16 + t];
+        const int p = p0 + t, oh0 = (p / TW) * 4, ow0 = (p % TW) * 4, nq = PT2C_MIN(4, OW - ow0);
+        for (i = 0; i < 4 && oh0 + i < OH; i++) {
+            float *o = plane + (ptrdiff_t)(oh0 + i) * OW + ow0;
+            if (nq == 4)
+                memcpy(o, yt + t * 16 + i * 4, 4 * sizeof(float));
+            else
+                memcpy(o, yt + t * 16 + i * 4, (size_t)nq * sizeof(float));
+        }
     }
 }
 
@@ -548,10 +604,12 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
                 pt2c_wino_input(V + (ptrdiff_t)pan * 16 * C + (ptrdiff_t)c * 16, vsz, in_n + (ptrdiff_t)c * H * W,
                                 b0 + pan * 16, P, TW, H, W, ph, pw);
             }
-            /* the 36 GEMMs, one per thread at a time (each single-threaded: too small to split) */
+            /* the 36 GEMMs, one per thread at a time (each single-threaded: too small to split), over
+             * whole panels: the lanes past the last tile are zeros in V, so M is defined there too */
             PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)OC * C * nb * 36 > 1048576L))
             for (xi = 0; xi < 36; xi++)
-                pt2c_sgemm(Mb + xi * msz, nt, u + xi * usz, 0, 0, 1, V + xi * vsz, 0, 0, 1, OC, nb, C, NULL, NULL);
+                pt2c_sgemm(Mb + xi * msz, nt, u + xi * usz, 0, 0, 1, V + xi * vsz, 0, 0, 1, OC, npan * 16, C, NULL,
+                           NULL);
             PT2C_OMP(parallel for schedule(dynamic, 4) if ((long)OC * npan * 16 * 36 > 65536L))
             for (task = 0; task < OC * npan; task++) {
                 int oc = task % OC, pan = task / OC;
@@ -723,30 +781,6 @@ PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
     for (; j < n; j++) d[j] = 0.0f;
 }
 
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
-PT2C_GEMM_INLINE void pt2c_tr8x8(float *const *d, const float *const *s)
-{
-    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
-                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
-                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
-    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-#endif
 
 /* Output channels [c0, c0 + cg) (cg <= 8) of one image; in and out are the image's, channel
  * oc reads input channel oc / mult. */
