@@ -39,8 +39,9 @@ typedef void (*pt2c_gemm_bfn)(const void *ctx, float *dst, int k0, int kc, int j
 #endif
 
 /* C = epilogue(A*B) on one thread, A pre-packed, each micro-panel of B made by bfn into buf
- * (PT2C_GEMM_KC*NR floats) right before the micro-kernels use it: written and read in L1, where
- * a B block made ahead would go out to L2/L3 and back (convolutions' im2col). */
+ * right before the micro-kernels use it: written and read in L1, where a B block made ahead would
+ * go out to L2/L3 and back (convolutions' im2col).  buf: 2 * PT2C_GEMM_KC * NR floats (AVX-512
+ * makes two panels at a time for its 6 x 32 micro-kernel). */
 static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bfn bfn, const void *ctx, int M, int N,
                                  int K, const pt2c_epilogue *ep, float *buf)
 {
@@ -54,6 +55,19 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
             const pt2c_epilogue *epk = pc + kc == K ? ep : NULL;
             for (jr = 0; jr < N; jr += NR) {
                 const int nr = PT2C_MIN(NR, N - jr);
+#if defined(PT2C_SIMD_AVX512)
+                if (jr + 2 * NR <= N) { /* two panels at once: the 6 x 32 micro-kernel */
+                    float *buf2 = buf + PT2C_GEMM_KC * NR;
+                    bfn(ctx, buf, pc, kc, jr, NR);
+                    bfn(ctx, buf2, pc, kc, jr + NR, NR);
+                    for (ir = 0; ir < mc; ir += MR)
+                        pt2c_gemm_ukernel_x2_avx512(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf, buf2,
+                                                    C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir),
+                                                    pc > 0, epk, ic + ir, jr);
+                    jr += NR;
+                    continue;
+                }
+#endif
                 bfn(ctx, buf, pc, kc, jr, nr);
                 for (ir = 0; ir < mc; ir += MR)
                     pt2c_gemm_ukernel_packed(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf,
@@ -216,8 +230,8 @@ static void pt2c_im2col_bfn(const void *ctx, float *dst, int k0, int kc, int j0,
 }
 
 /* Scratch of pt2c_conv2d's gathered GEMM: the padded input (if the conv has padding and the copy
- * takes at most PT2C_CONV_PAD_FLOATS; else the taps are bounds-checked), then one B micro-panel
- * per thread (NR floats of room past it). */
+ * takes at most PT2C_CONV_PAD_FLOATS; else the taps are bounds-checked), then two B micro-panels
+ * per thread (NR floats of room past them), whatever the instruction set. */
 #ifndef PT2C_CONV_PAD_FLOATS
 #define PT2C_CONV_PAD_FLOATS (1L << 20)
 #endif
@@ -227,7 +241,7 @@ static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int ph, int pw)
     size_t n = (size_t)Cg * (H + 2 * ph) * (W + 2 * pw) + PT2C_CONV_PAD_SLACK;
     return (ph > 0 || pw > 0) && n <= (size_t)PT2C_CONV_PAD_FLOATS ? (n + 15) & ~(size_t)15 : 0;
 }
-#define PT2C_CONV_PANEL_FLOATS (PT2C_GEMM_KC * PT2C_GEMM_NR + PT2C_GEMM_NR)
+#define PT2C_CONV_PANEL_FLOATS (2 * PT2C_GEMM_KC * PT2C_GEMM_NR + PT2C_GEMM_NR)
 
 PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph,
                                               int pw, int dh, int dw, int groups, int OH, int OW)

@@ -72,7 +72,7 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
         return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
     pad = Cg * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
     pad = _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
-    return pad + MAX_THREADS * (KC * NR + NR)  # the padded input, one B micro-panel per thread
+    return pad + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
 
 
 def conv2d_smallp_scratch_floats(C: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, OH: int,
