@@ -60,19 +60,25 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                     float *buf2 = buf + PT2C_GEMM_KC * NR;
                     bfn(ctx, buf, pc, kc, jr, NR);
                     bfn(ctx, buf2, pc, kc, jr + NR, NR);
-                    for (ir = 0; ir < mc; ir += MR)
+                    for (ir = 0; ir < mc; ir += MR) {
+                        if (PT2C_GEMM_PREFETCH_A && jr == 0 && ir + MR < mc)
+                            pt2c_gemm_prefetch_panel_a(A + (ptrdiff_t)(ic + ir + MR) * K + (ptrdiff_t)pc * MR, kc);
                         pt2c_gemm_ukernel_x2_avx512(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf, buf2,
                                                     C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir),
                                                     pc > 0, epk, ic + ir, jr);
+                    }
                     jr += NR;
                     continue;
                 }
 #endif
                 bfn(ctx, buf, pc, kc, jr, nr);
-                for (ir = 0; ir < mc; ir += MR)
+                for (ir = 0; ir < mc; ir += MR) {
+                    if (PT2C_GEMM_PREFETCH_A && jr == 0 && ir + MR < mc) /* the weights: see pt2c_gemm_prefetch_panel_a */
+                        pt2c_gemm_prefetch_panel_a(A + (ptrdiff_t)(ic + ir + MR) * K + (ptrdiff_t)pc * MR, kc);
                     pt2c_gemm_ukernel_packed(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf,
                                              C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir), nr,
                                              pc > 0, epk, ic + ir, jr);
+                }
             }
         }
     }
