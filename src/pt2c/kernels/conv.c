@@ -617,8 +617,11 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
         for (b0 = 0; b0 < P; b0 += nt) {
             const int nb = PT2C_MIN(nt, P - b0), npan = (nb + 15) / 16;
             int task, xi;
-            /* V_xi (packed B, panels of 16 tiles): element (c, t) at (t/16)*16*C + c*16 + t%16 */
-            PT2C_OMP(parallel for schedule(dynamic, 4) if ((long)C * npan * 16 * 36 > 65536L))
+            /* V_xi (packed B, panels of 16 tiles): element (c, t) at (t/16)*16*C + c*16 + t%16.  Threads
+             * take contiguous ranges (static), so each writes its own panels: interleaved chunks of 4
+             * channels (dynamic) wrote neighbouring cache lines from both threads, and 2 threads were
+             * no faster than 1. */
+            PT2C_OMP(parallel for schedule(static) if ((long)C * npan * 16 * 36 > 65536L))
             for (task = 0; task < C * npan; task++) {
                 int c = task % C, pan = task / C;
                 pt2c_wino_input(V + (ptrdiff_t)pan * 16 * C + (ptrdiff_t)c * 16, vsz, in_n + (ptrdiff_t)c * H * W,
@@ -630,9 +633,11 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
             for (xi = 0; xi < 36; xi++)
                 pt2c_sgemm(Mb + xi * msz, nt, u + xi * usz, 0, 0, 1, V + xi * vsz, 0, 0, 1, OC, npan * 16, C, NULL,
                            NULL);
-            PT2C_OMP(parallel for schedule(dynamic, 4) if ((long)OC * npan * 16 * 36 > 65536L))
+            /* whole output channels per thread (static, channel-major): panel-major tasks had both
+             * threads writing the same rows of a plane (a panel of 16 tiles ends mid-row) */
+            PT2C_OMP(parallel for schedule(static) if ((long)OC * npan * 16 * 36 > 65536L))
             for (task = 0; task < OC * npan; task++) {
-                int oc = task % OC, pan = task / OC;
+                int oc = task / npan, pan = task % npan;
                 pt2c_wino_output(out_n + (ptrdiff_t)oc * OH * OW, Mb + (ptrdiff_t)oc * nt + pan * 16, msz,
                                  b0 + pan * 16, P, TW, OH, OW, ep, oc,
                                  res_n ? res_n + (ptrdiff_t)oc * OH * OW : NULL);
