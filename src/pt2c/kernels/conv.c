@@ -42,6 +42,13 @@ typedef void (*pt2c_gemm_bfn)(const void *ctx, float *dst, int k0, int kc, int j
  * right before the micro-kernels use it: written and read in L1, where a B block made ahead would
  * go out to L2/L3 and back (convolutions' im2col).  buf: 2 * PT2C_GEMM_KC * NR floats (AVX-512
  * makes two panels at a time for its 6 x 32 micro-kernel). */
+/* The next weights panel (row i + MR of A), for the micro-kernel to prefetch on the first pass
+ * (see PT2C_GEMM_PREFETCH_A); NULL past the last row m1 or after the first pass. */
+#define PT2C_BFN_NEXT_A(A, i, m1, K, pc, jr)                                                               \
+    (PT2C_GEMM_PREFETCH_A && (jr) == 0 && (i) + PT2C_GEMM_MR < (m1)                                         \
+         ? (A) + (ptrdiff_t)((i) + PT2C_GEMM_MR) * (K) + (ptrdiff_t)(pc) * PT2C_GEMM_MR                       \
+         : NULL)
+
 static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bfn bfn, const void *ctx, int M, int N,
                                  int K, const pt2c_epilogue *ep, float *buf)
 {
@@ -60,25 +67,20 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                     float *buf2 = buf + PT2C_GEMM_KC * NR;
                     bfn(ctx, buf, pc, kc, jr, NR);
                     bfn(ctx, buf2, pc, kc, jr + NR, NR);
-                    for (ir = 0; ir < mc; ir += MR) {
-                        if (PT2C_GEMM_PREFETCH_A && jr == 0 && ir + MR < mc)
-                            pt2c_gemm_prefetch_panel_a(A + (ptrdiff_t)(ic + ir + MR) * K + (ptrdiff_t)pc * MR, kc);
+                    for (ir = 0; ir < mc; ir += MR)
                         pt2c_gemm_ukernel_x2_avx512(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf, buf2,
                                                     C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir),
-                                                    pc > 0, epk, ic + ir, jr);
-                    }
+                                                    pc > 0, epk, ic + ir, jr,
+                                                    PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
                     jr += NR;
                     continue;
                 }
 #endif
                 bfn(ctx, buf, pc, kc, jr, nr);
-                for (ir = 0; ir < mc; ir += MR) {
-                    if (PT2C_GEMM_PREFETCH_A && jr == 0 && ir + MR < mc) /* the weights: see pt2c_gemm_prefetch_panel_a */
-                        pt2c_gemm_prefetch_panel_a(A + (ptrdiff_t)(ic + ir + MR) * K + (ptrdiff_t)pc * MR, kc);
+                for (ir = 0; ir < mc; ir += MR)
                     pt2c_gemm_ukernel_packed(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf,
                                              C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir), nr,
-                                             pc > 0, epk, ic + ir, jr);
-                }
+                                             pc > 0, epk, ic + ir, jr, PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
             }
         }
     }

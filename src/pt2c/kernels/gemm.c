@@ -215,6 +215,19 @@ static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int 
     }
 }
 
+/* The micro-kernels prefetch (into L2) the next micro-panel of a pre-packed A (pfa, or NULL), 8 of
+ * its k rows (3 cache lines) every 8 k steps, while they work on this one: on the first pass over
+ * the A block (the weights of convolutions and Winograd's transformed ones: streamed from memory
+ * once per run, as each A panel meets few B panels).  Spread over the k loop: a burst of a whole
+ * panel's prefetches before the call stalled on full fill buffers (~12 % of ResNet-18's time).
+ * Not for an A packed just now into scratch (a_packed == 2 in pt2c_gemm_serial: in cache; the
+ * prefetches only cost there).  0 turns it off. */
+#ifndef PT2C_GEMM_PREFETCH_A
+#define PT2C_GEMM_PREFETCH_A 1
+#endif
+#define PT2C_GEMM_PREFETCH_PANEL8(p) \
+    (PT2C_GEMM_PREFETCH_R(p), PT2C_GEMM_PREFETCH_R((p) + 16), PT2C_GEMM_PREFETCH_R((p) + 32))
+
 /* ---- micro-kernel ---- */
 
 #if defined(PT2C_GEMM_VEC)
@@ -255,7 +268,8 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
  * pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                              const float *PT2C_RESTRICT b, float *c, int ldc, int mr, int nr,
-                                             int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS)
+                                             int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
+                                             const float *pfa)
 {
 #if defined(PT2C_GEMM_VEC)
     /* 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
@@ -310,6 +324,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
     }
     for (; k < kc; k++) {
         pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), av;
+        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
         av = PT2C_V8_SET1(a[0]);
         c00 = PT2C_V8_FMA(c00, av, b0), c01 = PT2C_V8_FMA(c01, av, b1);
         if (ROWS > 1) av = PT2C_V8_SET1(a[ars]), c10 = PT2C_V8_FMA(c10, av, b0), c11 = PT2C_V8_FMA(c11, av, b1);
@@ -349,6 +364,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
      * turn into vector FMAs on their own. */
     float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
     int i, j, k;
+    (void)pfa;
     for (i = 0; i < ROWS * PT2C_GEMM_NR; i++) t[i] = 0.0f;
     for (k = 0; k < kc; k++) {
         for (i = 0; i < ROWS; i++) {
@@ -366,18 +382,18 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
 /* Packed-A micro-kernel.  The panel is zero-padded to MR rows, but a last panel with fewer rows
  * (M not a multiple of 6: 64 channels, 49 pixels) multiplies only its mr real ones. */
 static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, float *c, int ldc, int mr, int nr,
-                                     int accumulate, const pt2c_epilogue *ep, int i0, int j0)
+                                     int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
 {
     switch (mr) {
 #define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R); break
+    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R, pfa); break
         PT2C_GEMM_CASE(1);
         PT2C_GEMM_CASE(2);
         PT2C_GEMM_CASE(3);
         PT2C_GEMM_CASE(4);
         PT2C_GEMM_CASE(5);
         default:
-            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR);
+            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR, pfa);
             break;
 #undef PT2C_GEMM_CASE
     }
@@ -389,13 +405,13 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 {
     switch (mr) {
 #define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R); break
+    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R, NULL); break
         PT2C_GEMM_CASE(1);
         PT2C_GEMM_CASE(2);
         PT2C_GEMM_CASE(3);
         PT2C_GEMM_CASE(4);
         PT2C_GEMM_CASE(5);
-        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, 6); break;
+        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, 6, NULL); break;
 #undef PT2C_GEMM_CASE
     }
 }
@@ -409,7 +425,7 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
  * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
 static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
                                         const float *PT2C_RESTRICT b1, float *c, int ldc, int mr, int accumulate,
-                                        const pt2c_epilogue *ep, int i0, int j0)
+                                        const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -420,6 +436,7 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
     }
     for (k = 0; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
+        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
         av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);
         av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
         av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
@@ -632,19 +649,6 @@ PT2C_GEMM_INLINE void pt2c_gemm_prefetch_share(const float *b, int kc, int i, in
     for (; l < l1; l++) PT2C_GEMM_PREFETCH_R(b + (ptrdiff_t)l * PT2C_GEMM_NR);
 }
 
-/* Prefetches (into L2) the next micro-panel of a pre-packed A, kc rows of MR floats, while the
- * micro-kernel works on this one, on the first pass over the A block (the weights of convolutions
- * and Winograd's transformed ones: streamed from memory once per run, as each A panel meets few B
- * panels).  ResNet-18 A/B 0.946 (v3), 0.925 (v4).  Not for an A packed just now into scratch
- * (a_packed == 2: in cache; the prefetches only cost there).  0 turns it off. */
-#ifndef PT2C_GEMM_PREFETCH_A
-#define PT2C_GEMM_PREFETCH_A 1
-#endif
-PT2C_GEMM_INLINE void pt2c_gemm_prefetch_panel_a(const float *a, int kc)
-{
-    int l;
-    for (l = 0; l < kc * PT2C_GEMM_MR; l += 16) PT2C_GEMM_PREFETCH_R(a + l);
-}
 
 /* One thread's share: the full blocked algorithm on an M x N block of C.
  * Packed operands start at a panel boundary (the caller splits on MR/NR). */
@@ -703,18 +707,18 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                 for (jr = 0; jr < nc; jr += NR) {
                     int nr = PT2C_MIN(NR, nc - jr);
                     const float *bj = bp + (jr / NR) * bps;
+                    const int pf_a = PT2C_GEMM_PREFETCH_A && a_packed == 1 && jr == 0; /* the first pass over A */
 #if defined(PT2C_SIMD_AVX512)
                     if (!a_direct && jr + 2 * NR <= nc) { /* two full panels at once, 6 x 32 */
                         for (ir = 0; ir < mc; ir += MR) {
-                            if (PT2C_GEMM_PREFETCH_A && a_packed == 1 && jr == 0 && ir + MR < mc)
-                                pt2c_gemm_prefetch_panel_a(ap + (ir / MR + 1) * aps, kc);
                             if (b_packed && mc > MR && jr + 4 * NR <= nc) {
                                 pt2c_gemm_prefetch_share(bj + 2 * bps, kc, ir / MR, (mc + MR - 1) / MR);
                                 pt2c_gemm_prefetch_share(bj + 3 * bps, kc, ir / MR, (mc + MR - 1) / MR);
                             }
                             pt2c_gemm_ukernel_x2_avx512(kc, ap + (ir / MR) * aps, bj, bj + bps,
                                                         C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
-                                                        PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr);
+                                                        PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr,
+                                                        pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL);
                         }
                         jr += NR;
                         continue;
@@ -724,15 +728,14 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                         int mr = PT2C_MIN(MR, mc - ir);
                         float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
                         const float *ai = ap + (ir / MR) * aps;
-                        if (PT2C_GEMM_PREFETCH_A && a_packed == 1 && jr == 0 && ir + MR < mc)
-                            pt2c_gemm_prefetch_panel_a(ai + aps, kc);
                         if (b_packed && !a_direct && mc > MR && jr + NR < nc) /* see pt2c_gemm_prefetch_share */
                             pt2c_gemm_prefetch_share(bj + bps, kc, ir / MR, (mc + MR - 1) / MR);
                         if (a_direct)
                             pt2c_gemm_ukernel_strided(kc, ai, rsa, csa, bj, c, ldc, mr, nr, acc, epk, ic + ir,
                                                       jc + jr);
                         else
-                            pt2c_gemm_ukernel_packed(kc, ai, bj, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr);
+                            pt2c_gemm_ukernel_packed(kc, ai, bj, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr,
+                                                     pf_a && ir + MR < mc ? ai + aps : NULL);
                     }
                 }
             }
