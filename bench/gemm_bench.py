@@ -1,11 +1,13 @@
 """Single-thread SGEMM throughput: pt2c_sgemm vs numpy (np.matmul) vs torch.mm.
 
-    python bench/gemm_bench.py [--reps N]
+    python bench/gemm_bench.py [--reps N] [--march x86-64-v3|x86-64-v4]
 
-Builds src/pt2c/kernels/gemm.c with gcc -O3 -march=x86-64-v3 (AVX2+FMA, no
-OpenMP, so one thread) into a temporary shared library.  Peak is taken as
-32 flop/cycle (2 x 8-lane FMA per cycle) times the clock that /proc/cpuinfo
-reports as "cpu MHz" (nominal clock; turbo can push measured figures above it).
+Builds src/pt2c/kernels/gemm.c with gcc -O3 -march=x86-64-v3 (AVX2+FMA; x86-64-v4: the AVX-512
+micro-kernel; no OpenMP, so one thread) into a temporary shared library.  Two peaks: the
+nominal one, 2 FMA pipes x the build's vector lanes x 2 flop x the clock that /proc/cpuinfo
+reports as "cpu MHz" (turbo can push measured figures above it; a CPU whose 512-bit FMAs run
+at half rate has half that), and the rate of a loop of 12 independent FMA chains of the
+build's widest vectors, measured in the same run.
 """
 
 from __future__ import annotations
@@ -33,20 +35,36 @@ from pt2c.kernels.layout import pack_b
 
 WRAPPER = r"""
 #include "gemm.c"
-/* FMA throughput probe: 12 independent 8-lane FMA chains, n iterations. */
+/* FMA throughput probe: 12 independent FMA chains of the widest vectors built for, n iterations. */
 #include <immintrin.h>
+#if defined(__AVX512F__)
+#define BV __m512
+#define BV_SET1 _mm512_set1_ps
+#define BV_FMA _mm512_fmadd_ps
+#define BV_ADD _mm512_add_ps
+#define BV_STORE _mm512_storeu_ps
+#define BV_LANES 16
+#else
+#define BV __m256
+#define BV_SET1 _mm256_set1_ps
+#define BV_FMA _mm256_fmadd_ps
+#define BV_ADD _mm256_add_ps
+#define BV_STORE _mm256_storeu_ps
+#define BV_LANES 8
+#endif
+int bench_fma_lanes(void) { return BV_LANES; }
 float bench_fma_peak(long n)
 {
-    __m256 x[12], m = _mm256_set1_ps(0.999f), d = _mm256_set1_ps(1e-3f);
+    BV x[12], m = BV_SET1(0.999f), d = BV_SET1(1e-3f);
     long i;
     int j;
-    float r[8], s = 0.0f;
-    for (j = 0; j < 12; j++) x[j] = _mm256_set1_ps((float)j);
+    float r[BV_LANES], s = 0.0f;
+    for (j = 0; j < 12; j++) x[j] = BV_SET1((float)j);
     for (i = 0; i < n; i++)
-        for (j = 0; j < 12; j++) x[j] = _mm256_fmadd_ps(x[j], m, d);
-    for (j = 1; j < 12; j++) x[0] = _mm256_add_ps(x[0], x[j]);
-    _mm256_storeu_ps(r, x[0]);
-    for (j = 0; j < 8; j++) s += r[j];
+        for (j = 0; j < 12; j++) x[j] = BV_FMA(x[j], m, d);
+    for (j = 1; j < 12; j++) x[0] = BV_ADD(x[0], x[j]);
+    BV_STORE(r, x[0]);
+    for (j = 0; j < BV_LANES; j++) s += r[j];
     return s;
 }
 size_t bench_scratch(int M, int N, int K) { return pt2c_sgemm_scratch_floats(M, N, K); }
@@ -57,12 +75,12 @@ void bench_sgemm(float *C, const float *A, const float *B, int b_packed, int M, 
 """
 
 
-def build(tmp: Path) -> ctypes.CDLL:
+def build(tmp: Path, march: str) -> ctypes.CDLL:
     src = tmp / "bench.c"
     src.write_text(WRAPPER)
     lib = tmp / "libbench.so"
     extra = os.environ.get("PT2C_BENCH_CFLAGS", "").split()  # e.g. -DPT2C_GEMM_KC=384 for tuning
-    subprocess.run(["gcc", "-std=c99", "-O3", "-march=x86-64-v3", "-fPIC", "-shared", f"-I{KDIR}", *extra,
+    subprocess.run(["gcc", "-std=c99", "-O3", f"-march={march}", "-fPIC", "-shared", f"-I{KDIR}", *extra,
                     str(src), "-o", str(lib), "-lm"], check=True)
     dll = ctypes.CDLL(str(lib))
     dll.bench_scratch.restype = ctypes.c_size_t
@@ -70,6 +88,7 @@ def build(tmp: Path) -> ctypes.CDLL:
     p = ctypes.c_void_p
     dll.bench_fma_peak.restype = ctypes.c_float
     dll.bench_fma_peak.argtypes = [ctypes.c_long]
+    dll.bench_fma_lanes.restype = ctypes.c_int
     dll.bench_sgemm.argtypes = [p, p, p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, p]
     return dll
 
@@ -100,18 +119,21 @@ def best_time(fn, reps: int, min_time: float = 0.2) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--march", default="x86-64-v3", help="gcc -march of the build (x86-64-v4: AVX-512)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     mhz = cpu_mhz()
-    peak = 32.0 * mhz * 1e-3  # GFLOP/s
-    print(f"clock {mhz:.0f} MHz (from /proc/cpuinfo 'cpu MHz'); peak = 32 flop/cycle x clock = {peak:.1f} GFLOP/s, 1 thread")
-    print("cells: GFLOP/s (% of nominal peak / % of the measured FMA-loop peak)")
     shapes = [(n, n, n, False) for n in (256, 512, 1024, 2048)] + [(m, 1024, 1024, True) for m in (1, 4, 16)]
     with tempfile.TemporaryDirectory() as td:
-        dll = build(Path(td))
+        dll = build(Path(td), args.march)
+        lanes = dll.bench_fma_lanes()
+        peak = 2 * lanes * 2 * mhz * 1e-3  # GFLOP/s
+        print(f"-march={args.march}; clock {mhz:.0f} MHz (from /proc/cpuinfo 'cpu MHz'); nominal peak = 2 FMA pipes x "
+              f"{lanes} lanes x 2 flop x clock = {peak:.1f} GFLOP/s, 1 thread")
+        print("cells: GFLOP/s (% of nominal peak / % of the measured FMA-loop peak)")
         iters = 20_000_000
         t_fma = best_time(lambda: dll.bench_fma_peak(iters), 10, min_time=0.5)
-        mpeak = 12 * 16 * iters / t_fma * 1e-9
+        mpeak = 12 * 2 * lanes * iters / t_fma * 1e-9
         print(f"measured FMA-loop peak: {mpeak:.1f} GFLOP/s "
               "(above the nominal figure when the core turbos)")
         print(f"{'shape':>24} {'pt2c':>20} {'numpy':>20} {'torch.mm':>20}")
