@@ -38,10 +38,6 @@ typedef void (*pt2c_gemm_bfn)(const void *ctx, float *dst, int k0, int kc, int j
 #define PT2C_GEMM_BFN_MC 504 /* multiple of MR */
 #endif
 
-/* C = epilogue(A*B) on one thread, A pre-packed, each micro-panel of B made by bfn into buf
- * right before the micro-kernels use it: written and read in L1, where a B block made ahead would
- * go out to L2/L3 and back (convolutions' im2col).  buf: 2 * PT2C_GEMM_KC * NR floats (AVX-512
- * makes two panels at a time for its 6 x 32 micro-kernel). */
 /* The next weights panel (row i + MR of A), for the micro-kernel to prefetch on the first pass
  * (see PT2C_GEMM_PREFETCH_A); NULL past the last row m1 or after the first pass. */
 #define PT2C_BFN_NEXT_A(A, i, m1, K, pc, jr)                                                               \
@@ -49,6 +45,10 @@ typedef void (*pt2c_gemm_bfn)(const void *ctx, float *dst, int k0, int kc, int j
          ? (A) + (ptrdiff_t)((i) + PT2C_GEMM_MR) * (K) + (ptrdiff_t)(pc) * PT2C_GEMM_MR                       \
          : NULL)
 
+/* C = epilogue(A*B) on one thread, A pre-packed, each micro-panel of B made by bfn into buf
+ * right before the micro-kernels use it: written and read in L1, where a B block made ahead would
+ * go out to L2/L3 and back (convolutions' im2col).  buf: 2 * PT2C_GEMM_KC * NR floats (AVX-512
+ * makes two panels at a time for its 6 x 32 micro-kernel). */
 static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bfn bfn, const void *ctx, int M, int N,
                                  int K, const pt2c_epilogue *ep, float *buf)
 {
@@ -591,7 +591,7 @@ static void pt2c_wino_output(float *PT2C_RESTRICT plane, const float *PT2C_RESTR
         const int p = p0 + t, oh0 = (p / TW) * 4, ow0 = (p % TW) * 4, nq = PT2C_MIN(4, OW - ow0);
         for (i = 0; i < 4 && oh0 + i < OH; i++) {
             float *o = plane + (ptrdiff_t)(oh0 + i) * OW + ow0;
-            if (nq == 4)
+            if (nq == 4) /* (a fixed-size copy: one vector move) */
                 memcpy(o, yt + t * 16 + i * 4, 4 * sizeof(float));
             else
                 memcpy(o, yt + t * 16 + i * 4, (size_t)nq * sizeof(float));

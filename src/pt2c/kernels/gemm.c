@@ -393,7 +393,8 @@ static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, flo
         PT2C_GEMM_CASE(4);
         PT2C_GEMM_CASE(5);
         default:
-            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR, pfa);
+            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR,
+                                   pfa);
             break;
 #undef PT2C_GEMM_CASE
     }
@@ -494,7 +495,8 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
 /* Whole panels packed together from rows of B (csb == 1): row by row, so each row of B is read
  * 512 contiguous bytes at a time.  Panel by panel (64 bytes from each of kc rows, kc streams at
  * once) left the hardware prefetcher behind: 1x1 convs with 144 input channels (B = the input's
- * 144 planes) packed 25 % slower; all the rows of a 2048-column block at once, 14 % slower with 32. */
+ * 144 planes) packed 25 % slower; all the rows of a 2048-column block at once, 12-15 % slower with
+ * 32 input channels. */
 #ifndef PT2C_GEMM_PACK_B_GROUP
 #define PT2C_GEMM_PACK_B_GROUP 8
 #endif
@@ -511,7 +513,8 @@ static void pt2c_gemm_pack_b(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
             const int j1 = PT2C_MIN(nfull, j0 + G);
             for (k = 0; k < kc; k++)
                 for (jp = j0; jp < j1; jp += PT2C_GEMM_NR)
-                    memcpy(dst + (ptrdiff_t)jp * kc + k * PT2C_GEMM_NR, b + k * rsb + jp, PT2C_GEMM_NR * sizeof(float));
+                    memcpy(dst + (ptrdiff_t)jp * kc + k * PT2C_GEMM_NR, b + k * rsb + jp,
+                           PT2C_GEMM_NR * sizeof(float));
         }
         dst += (ptrdiff_t)nfull * kc, b += nfull, nc -= nfull;
     }
@@ -649,9 +652,9 @@ PT2C_GEMM_INLINE void pt2c_gemm_prefetch_share(const float *b, int kc, int i, in
     for (; l < l1; l++) PT2C_GEMM_PREFETCH_R(b + (ptrdiff_t)l * PT2C_GEMM_NR);
 }
 
-
 /* One thread's share: the full blocked algorithm on an M x N block of C.
- * Packed operands start at a panel boundary (the caller splits on MR/NR). */
+ * Packed operands start at a panel boundary (the caller splits on MR/NR).  a_packed: 0 no,
+ * 1 pre-packed (weights: prefetched), 2 packed into scratch just before (in cache). */
 static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
                              int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
                              float *scratch)
