@@ -56,6 +56,22 @@
 #define PT2C_SIMD_NEON 1
 #endif
 
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#include <immintrin.h>
+/* p[0], p[2], .., p[14] (evens) / p[1], p[3], .., p[15] (odds) as one vector: stride-2 gathers
+ * of im2col and max pooling. */
+static inline PT2C_UNUSED __m256 pt2c_evens8(const float *p)
+{
+    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+}
+static inline PT2C_UNUSED __m256 pt2c_odds8(const float *p)
+{
+    const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0xDD);
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
+}
+#endif
+
 /* m ? a : b for floats, as bit operations: GCC (with the default -ftrapping-math) will not
  * if-convert a float ?: whose result feeds more float arithmetic, so a loop over the functions
  * below would not vectorise; this select always does (GCC and Clang). */

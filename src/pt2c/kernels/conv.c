@@ -100,10 +100,8 @@ PT2C_GEMM_INLINE int pt2c_im2col_copy16(float *PT2C_RESTRICT d, const float *PT2
 #endif
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
     if (sw == 2) {
-        const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(src), _mm256_loadu_ps(src + 8), 0x88);
-        const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(src + 15), _mm256_loadu_ps(src + 23), 0xDD);
-        _mm256_storeu_ps(d, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8)));
-        _mm256_storeu_ps(d + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8)));
+        _mm256_storeu_ps(d, pt2c_evens8(src));
+        _mm256_storeu_ps(d + 8, pt2c_odds8(src + 15));
         return 1;
     }
 #endif

@@ -9,9 +9,6 @@
 #define PT2C_POOL_C
 
 #include "common.h"
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-#include <immintrin.h>
-#endif
 
 #define PT2C_POOL_PAR_MIN 16384L
 
@@ -89,8 +86,7 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
                     __m256 m = _mm256_set1_ps(-INFINITY);
                     for (int kw = 0; kw < KW; kw++) {
                         const float *b = buf + 2 * j + kw * dw;
-                        __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(b), _mm256_loadu_ps(b + 8), 0x88);
-                        __m256 v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
+                        const __m256 v = pt2c_evens8(b);
                         __m256 take = _mm256_or_ps(_mm256_cmp_ps(v, m, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
                         m = _mm256_blendv_ps(m, v, take);
                     }
