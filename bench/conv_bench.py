@@ -91,6 +91,7 @@ def main() -> None:
     import numpy as np
     import torch
     from pt2c.kernels.layout import pack_conv_weight
+    from pt2c.runtime.runner import aligned_copy  # 64-byte aligned, as in a model
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="pt2c_convbench_"))
@@ -121,10 +122,11 @@ def main() -> None:
         ref = (torch.clamp(conv(), 0, 6) if dw else torch.relu(conv())).numpy()
         OH = ref.shape[2]
         s = np.array([1, C, H, H, OC, k, k, st, st, pd, pd, 1, 1, g, OH, OH], np.int32)
-        wp = np.ascontiguousarray(w.reshape(OC, k * k)) if dw else pack_conv_weight(w, 1)
-        sc = np.zeros(max(1, (lib.b_dw_scratch if dw else lib.b_scratch)(s.ctypes.data)) + 64, np.float32)
+        wp = aligned_copy(np.ascontiguousarray(w.reshape(OC, k * k)) if dw else pack_conv_weight(w, 1))
+        sc = aligned_copy(np.zeros(max(1, (lib.b_dw_scratch if dw else lib.b_scratch)(s.ctypes.data)) + 64, np.float32))
         run = lib.b_dw if dw else lib.b_conv
-        out = np.zeros_like(ref)
+        out = aligned_copy(np.zeros_like(ref))
+        x = aligned_copy(x)
         args_c = (out.ctypes.data, x.ctypes.data, wp.ctypes.data, b.ctypes.data, s.ctypes.data, sc.ctypes.data)
         run(*args_c, 1)
         err = float(np.abs(out - ref).max() / max(1.0, np.abs(ref).max()))

@@ -26,6 +26,14 @@ def _aligned(nbytes: int, align: int = 64) -> np.ndarray:
     return raw[off:off + nbytes]
 
 
+def aligned_copy(a: np.ndarray, align: int = 64) -> np.ndarray:
+    """A copy of `a` whose data starts on an `align`-byte boundary, as a model's workspace and
+    weights do (numpy's own buffers are only 16-byte aligned): for kernel benchmarks."""
+    out = _aligned(a.nbytes, align).view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 class Model:
     """A loaded model: `model(x, ...)` or `model.run({name: array})` returns numpy outputs."""
 
