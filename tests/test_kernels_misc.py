@@ -65,6 +65,7 @@ void t_argmin(int64_t *o, const float *x, int a, int r, int b) { pt2c_argmin(o, 
 void t_erf(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_erf(x[i]); }
 void t_tanh(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_tanh(x[i]); }
 void t_exp(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_exp(x[i]); }
+void t_exp_ftz(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_exp_ftz(x[i]); }
 """
 
 P, I, L, FL = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_float
@@ -84,7 +85,7 @@ SIGS = {
 for _name in ["sum", "mean", "max", "min", "prod"]:
     SIGS["t_reduce_" + _name] = [P, P, I, I, I]
 SIGS["t_argmax"] = SIGS["t_argmin"] = [P, P, I, I, I]
-SIGS["t_erf"] = SIGS["t_tanh"] = SIGS["t_exp"] = [P, P, I]
+SIGS["t_erf"] = SIGS["t_tanh"] = SIGS["t_exp"] = SIGS["t_exp_ftz"] = [P, P, I]
 
 
 def _build(tmp: Path, cc: str, flags, name: str) -> Path:
@@ -452,12 +453,18 @@ def test_exp_approximation(libs):
         assert (np.abs(out[fin] - ref[fin]) / ulp).max() <= 2.0
         assert np.isnan(out[-1]) and out[-3] == np.inf and out[-2] == 0.0 and out[-4] > 0.0
         assert np.array_equal(np.isinf(out), np.isinf(ref32))  # overflows exactly where float does
+        # the softmax / attention variant: the same, except 0 where exp is below FLT_MIN (no subnormals)
+        ftz = np.empty_like(x)
+        lb.t_exp_ftz(ftz.ctypes.data, x.ctypes.data, x.size)
+        keep = ~(x < -87.3)
+        assert np.array_equal(ftz[keep], out[keep], equal_nan=True)
+        assert (ftz[~keep] == 0.0).all() and not (np.abs(ftz[ftz != 0]) < np.finfo(np.float32).tiny).any()
 
 
 def test_erf_tanh_vectorised_match(libs):
     """The vectorised loops give the scalar build's results."""
     x = np.linspace(-9, 9, 30001, dtype=np.float32)
-    for name in ("t_erf", "t_tanh", "t_exp"):
+    for name in ("t_erf", "t_tanh", "t_exp", "t_exp_ftz"):
         a, b = np.empty_like(x), np.empty_like(x)
         getattr(libs[0], name)(a.ctypes.data, x.ctypes.data, x.size)
         getattr(libs[1], name)(b.ctypes.data, x.ctypes.data, x.size)

@@ -290,6 +290,10 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                     const float *mr = mask_add + moff + (long)i * msq + (long)j0 * msk;
                     for (int jj = 0; jj < n; jj++)
                         s[jj] += mr[(long)jj * msk];
+                } else if (mask_bool && msk == 1) { /* (a select: this form vectorises) */
+                    const unsigned char *mr = mask_bool + moff + (long)i * msq + j0;
+                    for (int jj = 0; jj < n; jj++)
+                        s[jj] = pt2c_select(mr[jj] != 0, s[jj], -INFINITY);
                 } else if (mask_bool) {
                     const unsigned char *mr = mask_bool + moff + (long)i * msq + (long)j0 * msk;
                     for (int jj = 0; jj < n; jj++)
@@ -300,6 +304,14 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                 int jj = 0;
                 for (int t = 0; t < 8; t++)
                     mx8[t] = mnew;
+#if defined(PT2C_SDPA_AVX2)
+                { /* (compilers leave the loop below scalar) max returns its 2nd operand on NaN, as the select */
+                    __m256 mv = _mm256_loadu_ps(mx8);
+                    for (; jj + 8 <= n; jj += 8)
+                        mv = _mm256_max_ps(_mm256_loadu_ps(s + jj), mv);
+                    _mm256_storeu_ps(mx8, mv);
+                }
+#endif
                 for (; jj + 8 <= n; jj += 8) /* 8 running maxima (one vector), then their max */
                     for (int t = 0; t < 8; t++)
                         mx8[t] = pt2c_select(s[jj + t] > mx8[t], s[jj + t], mx8[t]);
@@ -312,21 +324,19 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                     memset(s, 0, (size_t)nk * sizeof(float));
                     continue;
                 }
-                float corr = pt2c_exp(m[ii] - mnew); /* 0 on the first unmasked tile */
+                float corr = pt2c_exp_ftz(m[ii] - mnew); /* 0 on the first unmasked tile */
                 float psum = 0.0f, ps8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-                jj = 0;
+                /* a loop of its own: only then do compilers vectorise pt2c_exp (with the sum in the
+                 * same loop it ran scalar, ~25 % of the kernel's time) */
+                for (jj = 0; jj < n; jj++)
+                    s[jj] = pt2c_exp_ftz(s[jj] - mnew);
                 /* 8 partial sums (one vector): a single running sum is a chain of dependent adds,
                  * which held the whole softmax to the add latency (~20 % of BERT's time) */
-                for (; jj + 8 <= n; jj += 8) {
-                    for (int t = 0; t < 8; t++) {
-                        s[jj + t] = pt2c_exp(s[jj + t] - mnew);
+                for (jj = 0; jj + 8 <= n; jj += 8)
+                    for (int t = 0; t < 8; t++)
                         ps8[t] += s[jj + t];
-                    }
-                }
-                for (; jj < n; jj++) {
-                    s[jj] = pt2c_exp(s[jj] - mnew);
+                for (; jj < n; jj++)
                     psum += s[jj];
-                }
                 psum += ((ps8[0] + ps8[1]) + (ps8[2] + ps8[3])) + ((ps8[4] + ps8[5]) + (ps8[6] + ps8[7]));
                 for (jj = n; jj < nk; jj++)
                     s[jj] = 0.0f; /* causally masked tail of the tile */

@@ -174,6 +174,15 @@ static inline PT2C_UNUSED float pt2c_exp(float x)
     return pt2c_select(x > 88.7228394f, (float)HUGE_VAL, p);
 }
 
+/* pt2c_exp, except that results below FLT_MIN (x < -87.3) are 0, so that no subnormal is ever
+ * produced: x86 cores make one in microcode, ~100 cycles for the whole vector instruction.
+ * Softmax and attention (masked scores are -inf) use it: BERT's padding mask, 4 % masked keys,
+ * cost 22 us of a 380 us attention call with pt2c_exp. */
+static inline PT2C_UNUSED float pt2c_exp_ftz(float x)
+{
+    return pt2c_select(x < -87.3f, 0.0f, pt2c_exp(pt2c_select(x < -87.3f, -87.3f, x)));
+}
+
 #define PT2C_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PT2C_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -118,16 +118,16 @@ PT2C_KERNEL void pt2c_softmax_impl(float *out, const float *in, int outer, int d
                 int i = 0;
                 for (; i + 8 <= dim; i += 8)
                     for (int k = 0; k < 8; k++)
-                        acc[k] += pt2c_exp(x[i + k] - m);
+                        acc[k] += pt2c_exp_ftz(x[i + k] - m);
                 float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
                 for (; i < dim; i++)
-                    s += pt2c_exp(x[i] - m);
+                    s += pt2c_exp_ftz(x[i] - m);
                 float lse = m + logf(s);
                 for (int j = 0; j < dim; j++)
                     y[j] = x[j] - lse;
             } else {
                 for (int j = 0; j < dim; j++)
-                    y[j] = pt2c_exp(x[j] - m);
+                    y[j] = pt2c_exp_ftz(x[j] - m);
                 float inv = 1.0f / pt2c_sum_f32(y, dim);
                 for (int j = 0; j < dim; j++)
                     y[j] *= inv;
@@ -161,7 +161,7 @@ PT2C_KERNEL void pt2c_softmax_impl(float *out, const float *in, int outer, int d
             for (int j = 0; j < dim; j++) {
                 const float *row = x + (size_t)j * inner;
                 for (int c = 0; c < nc; c++)
-                    sum[c] += pt2c_exp(row[c] - mx[c]);
+                    sum[c] += pt2c_exp_ftz(row[c] - mx[c]);
             }
             for (int c = 0; c < nc; c++)
                 mx[c] += logf(sum[c]); /* now the log-sum-exp */
@@ -176,7 +176,7 @@ PT2C_KERNEL void pt2c_softmax_impl(float *out, const float *in, int outer, int d
                 const float *row = x + (size_t)j * inner;
                 float *yrow = y + (size_t)j * inner;
                 for (int c = 0; c < nc; c++) {
-                    yrow[c] = pt2c_exp(row[c] - mx[c]);
+                    yrow[c] = pt2c_exp_ftz(row[c] - mx[c]);
                     sum[c] += yrow[c];
                 }
             }
