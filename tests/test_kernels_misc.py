@@ -66,6 +66,21 @@ void t_erf(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i
 void t_tanh(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_tanh(x[i]); }
 void t_exp(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_exp(x[i]); }
 void t_exp_ftz(float *o, const float *x, int n) { int i; for (i = 0; i < n; i++) o[i] = pt2c_exp_ftz(x[i]); }
+/* the vector exp of the build's widest vectors (n: a multiple of 16); returns their lanes, 0 if none */
+int t_exp_ftz_vec(float *o, const float *x, int n)
+{
+    int i;
+#if defined(PT2C_SIMD_AVX512)
+    for (i = 0; i < n; i += 16) _mm512_storeu_ps(o + i, pt2c_exp_ftz16(_mm512_loadu_ps(x + i)));
+    return 16;
+#elif defined(PT2C_SIMD_AVX2)
+    for (i = 0; i < n; i += 8) _mm256_storeu_ps(o + i, pt2c_exp_ftz8(_mm256_loadu_ps(x + i)));
+    return 8;
+#else
+    for (i = 0; i < n; i++) o[i] = x[i];
+    return 0;
+#endif
+}
 """
 
 P, I, L, FL = ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_float
@@ -104,6 +119,7 @@ def _load(path: Path):
         fn = getattr(lib, name)
         fn.argtypes = argtypes
         fn.restype = ctypes.c_size_t if name == "t_sdpa_scratch_floats" else None
+    lib.t_exp_ftz_vec.argtypes, lib.t_exp_ftz_vec.restype = [P, P, I], ctypes.c_int
     return lib
 
 
@@ -459,6 +475,47 @@ def test_exp_approximation(libs):
         keep = ~(x < -87.3)
         assert np.array_equal(ftz[keep], out[keep], equal_nan=True)
         assert (ftz[~keep] == 0.0).all() and not (np.abs(ftz[ftz != 0]) < np.finfo(np.float32).tiny).any()
+
+
+@pytest.fixture(scope="module")
+def lib512(tmp_path_factory):
+    """An x86-64-v4 build: the 16-lane vector exp and AVX-512 attention micro-kernels."""
+    from test_kernels_gemm import _host_has_avx512
+
+    if not _host_has_avx512():
+        pytest.skip("this CPU has no AVX-512")
+    return _load(_build(tmp_path_factory.mktemp("k512"), "gcc", ["-O2", "-march=x86-64-v4", "-fopenmp"], "lib512.so"))
+
+
+def _check_vector_exp(lb) -> int:
+    x = np.concatenate([np.linspace(-100, 88, 400000, dtype=np.float32), np.linspace(-1, 1, 20000, dtype=np.float32),
+                        np.array([-5.0] * 8 + [0.0, -0.0, -87.29, -87.31, 88.0, -1e30, -np.inf, np.nan], np.float32)])
+    assert x.size % 16 == 0
+    out = np.empty_like(x)
+    lanes = lb.t_exp_ftz_vec(out.ctypes.data, x.ctypes.data, x.size)
+    if lanes == 0:
+        pytest.skip("a build without vector exp")
+    keep = ~(x < np.float32(-87.3))
+    fin = keep & np.isfinite(x)
+    ref = np.exp(x[fin].astype(np.float64))
+    assert (np.abs(out[fin] - ref) / np.spacing(ref.astype(np.float32))).max() <= 2.0
+    assert (out[~keep] == 0.0).all() and np.isnan(out[-1])
+    return lanes
+
+
+def test_vector_exp(lib):
+    """pt2c_exp_ftz8 (softmax, attention; FMAs): within 2 ulp of exp on [-87.3, 88], 0 below, NaN stays."""
+    assert _check_vector_exp(lib) == 8
+
+
+def test_vector_exp_avx512(lib512):
+    assert _check_vector_exp(lib512) == 16
+
+
+@pytest.mark.parametrize("case", SDPA_CASES)
+def test_sdpa_avx512(lib512, case):
+    """The attention kernel with its AVX-512 micro-kernels and 16-lane exp."""
+    test_sdpa(lib512, case)
 
 
 def test_erf_tanh_vectorised_match(libs):

@@ -25,16 +25,43 @@
 #define PT2C_ATTENTION_C
 
 #include "common.h"
-/* 256-bit FMA micro-kernels on any x86 target that has them (AVX-512 ones too) */
-#if !defined(PT2C_NO_SIMD) && defined(__AVX2__) && defined(__FMA__)
+/* FMA micro-kernels on x86 (AVX2: 8-lane vectors, AVX-512: 16-lane) */
+#if !defined(PT2C_NO_SIMD) && defined(__AVX512F__)
 #include <immintrin.h>
-#define PT2C_SDPA_AVX2 1
+typedef __m512 pt2c_sdpa_v;
+#define PT2C_SDPA_LANES 16
+#define PT2C_SDPA_V_ZERO() _mm512_setzero_ps()
+#define PT2C_SDPA_V_LOAD(p) _mm512_loadu_ps(p)
+#define PT2C_SDPA_V_STORE(p, v) _mm512_storeu_ps((p), (v))
+#define PT2C_SDPA_V_SET1(x) _mm512_set1_ps(x)
+#define PT2C_SDPA_V_FMA(acc, a, b) _mm512_fmadd_ps((a), (b), (acc))
+#define PT2C_SDPA_V_ADD(a, b) _mm512_add_ps((a), (b))
+#define PT2C_SDPA_V_SUB(a, b) _mm512_sub_ps((a), (b))
+#define PT2C_SDPA_V_EXP(x) pt2c_exp_ftz16(x)
+#elif !defined(PT2C_NO_SIMD) && defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+typedef __m256 pt2c_sdpa_v;
+#define PT2C_SDPA_LANES 8
+#define PT2C_SDPA_V_ZERO() _mm256_setzero_ps()
+#define PT2C_SDPA_V_LOAD(p) _mm256_loadu_ps(p)
+#define PT2C_SDPA_V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define PT2C_SDPA_V_SET1(x) _mm256_set1_ps(x)
+#define PT2C_SDPA_V_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc))
+#define PT2C_SDPA_V_ADD(a, b) _mm256_add_ps((a), (b))
+#define PT2C_SDPA_V_SUB(a, b) _mm256_sub_ps((a), (b))
+#define PT2C_SDPA_V_EXP(x) pt2c_exp_ftz8(x)
+#endif
+#if defined(PT2C_SDPA_LANES) && (defined(__GNUC__) || defined(__clang__))
+#define PT2C_SDPA_INLINE static inline __attribute__((always_inline))
+#else
+#define PT2C_SDPA_INLINE static inline
 #endif
 
 #define PT2C_SDPA_BQ 64 /* query rows per task (amortises the key transpose) */
 #define PT2C_SDPA_BK 64 /* keys per tile (multiple of PT2C_SDPA_NR) */
-/* Register block: MR query rows by NR keys (scores) or value columns (P.V).
- * The AVX2 micro-kernels below are written out for exactly 4 x 16. */
+/* Keys are padded to a multiple of NR (the score tile's width).  The vector micro-kernels take
+ * blocks of up to 6 query rows by 2 vectors (12 accumulators: enough independent FMAs to fill
+ * both pipes); the plain C ones 4 rows by NR. */
 #define PT2C_SDPA_MR 4
 #define PT2C_SDPA_NR 16
 
@@ -74,46 +101,79 @@ PT2C_KERNEL float pt2c_sdpa_dot(const float *PT2C_RESTRICT a, const float *PT2C_
     return s;
 }
 
+#if defined(PT2C_SDPA_LANES)
+/* S[r][c] = q_r . kt[:][c] for R rows and NV vectors of keys, from the transposed key tile
+ * kt[D][bk]: R x NV accumulators in registers over the whole D loop (R, NV are constants at
+ * every call, so the loops unroll and the arrays live in registers). */
+PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q,
+                                            const float *PT2C_RESTRICT kt, int D, int bk, const int R, const int NV)
+{
+    pt2c_sdpa_v acc[6][2], kv[2];
+    int r, v, d;
+    for (r = 0; r < R; r++)
+        for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_ZERO();
+    for (d = 0; d < D; d++) {
+        for (v = 0; v < NV; v++) kv[v] = PT2C_SDPA_V_LOAD(kt + (size_t)d * bk + v * PT2C_SDPA_LANES);
+        for (r = 0; r < R; r++) {
+            const pt2c_sdpa_v qv = PT2C_SDPA_V_SET1(q[(size_t)r * D + d]);
+            for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], qv, kv[v]);
+        }
+    }
+    for (r = 0; r < R; r++)
+        for (v = 0; v < NV; v++) PT2C_SDPA_V_STORE(S + (size_t)r * bk + v * PT2C_SDPA_LANES, acc[r][v]);
+}
+
+/* A[r][c] += sum_j P[r][j] V[j][c] for R rows and NV vectors of columns (as above). */
+PT2C_SDPA_INLINE void pt2c_sdpa_pv_tile(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT P,
+                                        const float *PT2C_RESTRICT V, int nk, int Dv, int bk, const int R, const int NV)
+{
+    pt2c_sdpa_v acc[6][2], vv[2];
+    int r, v, j;
+    for (r = 0; r < R; r++)
+        for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_LOAD(A + (size_t)r * Dv + v * PT2C_SDPA_LANES);
+    for (j = 0; j < nk; j++) {
+        for (v = 0; v < NV; v++) vv[v] = PT2C_SDPA_V_LOAD(V + (size_t)j * Dv + v * PT2C_SDPA_LANES);
+        for (r = 0; r < R; r++) {
+            const pt2c_sdpa_v pv = PT2C_SDPA_V_SET1(P[(size_t)r * bk + j]);
+            for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], pv, vv[v]);
+        }
+    }
+    for (r = 0; r < R; r++)
+        for (v = 0; v < NV; v++) PT2C_SDPA_V_STORE(A + (size_t)r * Dv + v * PT2C_SDPA_LANES, acc[r][v]);
+}
+
+/* One block of R rows (6, 4 or 1) over all nk16 keys: 2 vectors at a time, then 1. */
+PT2C_SDPA_INLINE void pt2c_sdpa_scores_rows(float *S, const float *q, const float *kt, int nk16, int D, int bk,
+                                            const int R)
+{
+    int j = 0;
+    for (; j + 2 * PT2C_SDPA_LANES <= nk16; j += 2 * PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, kt + j, D, bk, R, 2);
+    for (; j < nk16; j += PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, kt + j, D, bk, R, 1);
+}
+
+PT2C_SDPA_INLINE void pt2c_sdpa_pv_rows(float *A, const float *P, const float *V, int nk, int cvec, int Dv, int bk,
+                                        const int R)
+{
+    int c = 0;
+    for (; c + 2 * PT2C_SDPA_LANES <= cvec; c += 2 * PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, nk, Dv, bk, R, 2);
+    for (; c < cvec; c += PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, nk, Dv, bk, R, 1);
+}
+#endif
+
 /* S[i][j] = q_i . k_j for nq rows and nk16 keys (a multiple of NR), from the
- * transposed key tile kt[D][bk].  MR x NR accumulators stay in registers
- * across the whole D loop (fixed-size arrays the compiler fully unrolls). */
+ * transposed key tile kt[D][bk]. */
 PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q,
                                   const float *PT2C_RESTRICT kt, int nq, int nk16, int D, int bk)
 {
     int i = 0;
+#if defined(PT2C_SDPA_LANES)
+    for (; i + 6 <= nq; i += 6) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 6);
+    for (; i + 4 <= nq; i += 4) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 4);
+    for (; i < nq; i++) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 1);
+#else
+    /* MR x NR accumulators (fixed-size arrays the compiler fully unrolls) */
     for (; i + PT2C_SDPA_MR <= nq; i += PT2C_SDPA_MR)
         for (int j = 0; j < nk16; j += PT2C_SDPA_NR) {
-#if defined(PT2C_SDPA_AVX2)
-            /* compilers do not keep this block in registers on their own */
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-            __m256 a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-            const float *q0 = q + (size_t)i * D;
-            for (int d = 0; d < D; d++) {
-                const float *kd = kt + (size_t)d * bk + j;
-                __m256 k0 = _mm256_loadu_ps(kd), k1 = _mm256_loadu_ps(kd + 8);
-                __m256 qv = _mm256_broadcast_ss(q0 + d);
-                a00 = _mm256_fmadd_ps(qv, k0, a00);
-                a01 = _mm256_fmadd_ps(qv, k1, a01);
-                qv = _mm256_broadcast_ss(q0 + D + d);
-                a10 = _mm256_fmadd_ps(qv, k0, a10);
-                a11 = _mm256_fmadd_ps(qv, k1, a11);
-                qv = _mm256_broadcast_ss(q0 + 2 * (size_t)D + d);
-                a20 = _mm256_fmadd_ps(qv, k0, a20);
-                a21 = _mm256_fmadd_ps(qv, k1, a21);
-                qv = _mm256_broadcast_ss(q0 + 3 * (size_t)D + d);
-                a30 = _mm256_fmadd_ps(qv, k0, a30);
-                a31 = _mm256_fmadd_ps(qv, k1, a31);
-            }
-            float *s0 = S + (size_t)i * bk + j;
-            _mm256_storeu_ps(s0, a00);
-            _mm256_storeu_ps(s0 + 8, a01);
-            _mm256_storeu_ps(s0 + bk, a10);
-            _mm256_storeu_ps(s0 + bk + 8, a11);
-            _mm256_storeu_ps(s0 + 2 * (size_t)bk, a20);
-            _mm256_storeu_ps(s0 + 2 * (size_t)bk + 8, a21);
-            _mm256_storeu_ps(s0 + 3 * (size_t)bk, a30);
-            _mm256_storeu_ps(s0 + 3 * (size_t)bk + 8, a31);
-#else
             float acc[PT2C_SDPA_MR][PT2C_SDPA_NR] = {{0}};
             for (int d = 0; d < D; d++) {
                 const float *kd = kt + (size_t)d * bk + j;
@@ -125,7 +185,6 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
             }
             for (int r = 0; r < PT2C_SDPA_MR; r++)
                 memcpy(S + (size_t)(i + r) * bk + j, acc[r], sizeof acc[r]);
-#endif
         }
     for (; i < nq; i++)
         for (int j = 0; j < nk16; j += PT2C_SDPA_NR) {
@@ -138,48 +197,24 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
             }
             memcpy(S + (size_t)i * bk + j, acc, sizeof acc);
         }
+#endif
 }
 
-/* A[i][:] += sum_j P[i][j] * V[j][:] for nq rows, nk keys, Dv columns; MR rows
- * by NR columns of A are kept in registers over the key loop. */
+/* A[i][:] += sum_j P[i][j] * V[j][:] for nq rows, nk keys, Dv columns; blocks of
+ * rows by columns of A are kept in registers over the key loop. */
 PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT P,
                               const float *PT2C_RESTRICT V, int nq, int nk, int Dv, int bk)
 {
-    int i = 0, cfull = Dv / PT2C_SDPA_NR * PT2C_SDPA_NR;
+    int i = 0, cfull;
+#if defined(PT2C_SDPA_LANES)
+    cfull = Dv / PT2C_SDPA_LANES * PT2C_SDPA_LANES;
+    for (; i + 6 <= nq; i += 6) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 6);
+    for (; i + 4 <= nq; i += 4) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 4);
+    for (; i < nq; i++) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 1);
+#else
+    cfull = Dv / PT2C_SDPA_NR * PT2C_SDPA_NR;
     for (; i + PT2C_SDPA_MR <= nq; i += PT2C_SDPA_MR)
         for (int c0 = 0; c0 < cfull; c0 += PT2C_SDPA_NR) {
-#if defined(PT2C_SDPA_AVX2)
-            float *r0 = A + (size_t)i * Dv + c0;
-            const float *p0 = P + (size_t)i * bk;
-            __m256 a00 = _mm256_loadu_ps(r0), a01 = _mm256_loadu_ps(r0 + 8);
-            __m256 a10 = _mm256_loadu_ps(r0 + Dv), a11 = _mm256_loadu_ps(r0 + Dv + 8);
-            __m256 a20 = _mm256_loadu_ps(r0 + 2 * (size_t)Dv), a21 = _mm256_loadu_ps(r0 + 2 * (size_t)Dv + 8);
-            __m256 a30 = _mm256_loadu_ps(r0 + 3 * (size_t)Dv), a31 = _mm256_loadu_ps(r0 + 3 * (size_t)Dv + 8);
-            for (int j = 0; j < nk; j++) {
-                const float *vj = V + (size_t)j * Dv + c0;
-                __m256 v0 = _mm256_loadu_ps(vj), v1 = _mm256_loadu_ps(vj + 8);
-                __m256 p = _mm256_broadcast_ss(p0 + j);
-                a00 = _mm256_fmadd_ps(p, v0, a00);
-                a01 = _mm256_fmadd_ps(p, v1, a01);
-                p = _mm256_broadcast_ss(p0 + bk + j);
-                a10 = _mm256_fmadd_ps(p, v0, a10);
-                a11 = _mm256_fmadd_ps(p, v1, a11);
-                p = _mm256_broadcast_ss(p0 + 2 * (size_t)bk + j);
-                a20 = _mm256_fmadd_ps(p, v0, a20);
-                a21 = _mm256_fmadd_ps(p, v1, a21);
-                p = _mm256_broadcast_ss(p0 + 3 * (size_t)bk + j);
-                a30 = _mm256_fmadd_ps(p, v0, a30);
-                a31 = _mm256_fmadd_ps(p, v1, a31);
-            }
-            _mm256_storeu_ps(r0, a00);
-            _mm256_storeu_ps(r0 + 8, a01);
-            _mm256_storeu_ps(r0 + Dv, a10);
-            _mm256_storeu_ps(r0 + Dv + 8, a11);
-            _mm256_storeu_ps(r0 + 2 * (size_t)Dv, a20);
-            _mm256_storeu_ps(r0 + 2 * (size_t)Dv + 8, a21);
-            _mm256_storeu_ps(r0 + 3 * (size_t)Dv, a30);
-            _mm256_storeu_ps(r0 + 3 * (size_t)Dv + 8, a31);
-#else
             float acc[PT2C_SDPA_MR][PT2C_SDPA_NR];
             for (int r = 0; r < PT2C_SDPA_MR; r++)
                 memcpy(acc[r], A + (size_t)(i + r) * Dv + c0, sizeof acc[r]);
@@ -193,8 +228,8 @@ PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT
             }
             for (int r = 0; r < PT2C_SDPA_MR; r++)
                 memcpy(A + (size_t)(i + r) * Dv + c0, acc[r], sizeof acc[r]);
-#endif
         }
+#endif
     /* leftover rows (all columns) and leftover columns of the blocked rows */
     for (int r = 0; r < nq; r++) {
         int c0 = r < i ? cfull : 0;
@@ -262,8 +297,21 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
             const float *ktile = kp + (size_t)j0 * D;
 
             if (transposed) {
-                int nk16 = (nk + PT2C_SDPA_NR - 1) / PT2C_SDPA_NR * PT2C_SDPA_NR;
-                for (int jj = 0; jj < nk16; jj++) {
+                int nk16 = (nk + PT2C_SDPA_NR - 1) / PT2C_SDPA_NR * PT2C_SDPA_NR, jj = 0;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+                if (D % 8 == 0) /* 8 x 8 blocks (one element at a time: ~10 % of the kernel's time) */
+                    for (; jj + 8 <= nk; jj += 8)
+                        for (int d = 0; d < D; d += 8) {
+                            const float *sp[8];
+                            float *dp[8];
+                            for (int t = 0; t < 8; t++) {
+                                sp[t] = ktile + (size_t)(jj + t) * D + d;
+                                dp[t] = kt + (size_t)(d + t) * bk + jj;
+                            }
+                            pt2c_tr8x8(dp, sp);
+                        }
+#endif
+                for (; jj < nk16; jj++) {
                     const float *kr = ktile + (size_t)jj * D;
                     if (jj < nk)
                         for (int d = 0; d < D; d++)
@@ -304,7 +352,7 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                 int jj = 0;
                 for (int t = 0; t < 8; t++)
                     mx8[t] = mnew;
-#if defined(PT2C_SDPA_AVX2)
+#if defined(PT2C_SDPA_LANES) && defined(__AVX2__)
                 { /* (compilers leave the loop below scalar) max returns its 2nd operand on NaN, as the select */
                     __m256 mv = _mm256_loadu_ps(mx8);
                     for (; jj + 8 <= n; jj += 8)
@@ -326,13 +374,28 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                 }
                 float corr = pt2c_exp_ftz(m[ii] - mnew); /* 0 on the first unmasked tile */
                 float psum = 0.0f, ps8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+                jj = 0;
+#if defined(PT2C_SDPA_LANES)
+                { /* e = exp(s - max) and its partial sums, PT2C_SDPA_LANES at a time */
+                    const pt2c_sdpa_v mv = PT2C_SDPA_V_SET1(mnew);
+                    pt2c_sdpa_v sv = PT2C_SDPA_V_ZERO();
+                    float part[PT2C_SDPA_LANES];
+                    for (; jj + PT2C_SDPA_LANES <= n; jj += PT2C_SDPA_LANES) {
+                        const pt2c_sdpa_v e = PT2C_SDPA_V_EXP(PT2C_SDPA_V_SUB(PT2C_SDPA_V_LOAD(s + jj), mv));
+                        PT2C_SDPA_V_STORE(s + jj, e);
+                        sv = PT2C_SDPA_V_ADD(sv, e);
+                    }
+                    PT2C_SDPA_V_STORE(part, sv);
+                    for (int t = 0; t < PT2C_SDPA_LANES; t++) ps8[t % 8] += part[t];
+                }
+#endif
                 /* a loop of its own: only then do compilers vectorise pt2c_exp (with the sum in the
                  * same loop it ran scalar, ~25 % of the kernel's time) */
-                for (jj = 0; jj < n; jj++)
-                    s[jj] = pt2c_exp_ftz(s[jj] - mnew);
+                for (int j = jj; j < n; j++)
+                    s[j] = pt2c_exp_ftz(s[j] - mnew);
                 /* 8 partial sums (one vector): a single running sum is a chain of dependent adds,
                  * which held the whole softmax to the add latency (~20 % of BERT's time) */
-                for (jj = 0; jj + 8 <= n; jj += 8)
+                for (; jj + 8 <= n; jj += 8)
                     for (int t = 0; t < 8; t++)
                         ps8[t] += s[jj + t];
                 for (; jj < n; jj++)

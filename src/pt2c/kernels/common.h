@@ -70,6 +70,28 @@ static inline PT2C_UNUSED __m256 pt2c_odds8(const float *p)
     const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0xDD);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
 }
+/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
+static inline PT2C_UNUSED void pt2c_tr8x8(float *const *d, const float *const *s)
+{
+    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
+                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
+                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
+}
 #endif
 
 /* m ? a : b for floats, as bit operations: GCC (with the default -ftrapping-math) will not
@@ -182,6 +204,50 @@ static inline PT2C_UNUSED float pt2c_exp_ftz(float x)
 {
     return pt2c_select(x < -87.3f, 0.0f, pt2c_exp(pt2c_select(x < -87.3f, -87.3f, x)));
 }
+
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+/* pt2c_exp_ftz of 8 floats, with FMAs, for softmax arguments (x - max <= 0; right up to x = 88):
+ * the same reduction and polynomial, within 2 ulp; 0 below -87.3; NaN stays NaN.  About 4x the
+ * throughput of the loop over pt2c_exp_ftz, whose multiply-adds GCC does not contract in ISO C
+ * mode and whose selects are integer blends. */
+static inline PT2C_UNUSED __m256 pt2c_exp_ftz8(__m256 x)
+{
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 c = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x)); /* (NaN: 2nd operand) */
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), c), p, e;
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), _mm256_mul_ps(p, e)); /* 2^n: n in [-126, 127] */
+}
+#endif
+#if defined(PT2C_SIMD_AVX512)
+/* pt2c_exp_ftz8 of 16 floats */
+static inline PT2C_UNUSED __m512 pt2c_exp_ftz16(__m512 x)
+{
+    const __m512 lo = _mm512_set1_ps(-87.3f);
+    const __m512 c = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(lo, x));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c), p, e;
+    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+    p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    e = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+    return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), p, e);
+}
+#endif
 
 #define PT2C_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PT2C_MAX(a, b) ((a) > (b) ? (a) : (b))

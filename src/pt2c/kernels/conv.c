@@ -407,30 +407,6 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
     }
 }
 
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
-PT2C_GEMM_INLINE void pt2c_tr8x8(float *const *d, const float *const *s)
-{
-    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
-                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
-                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
-    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
-}
-#endif
 
 /* ---- Winograd F(4x4, 3x3): 3x3, stride 1, dilation 1, ungrouped convolutions ----
  *
