@@ -46,6 +46,27 @@ def test_batchnorm_residual_relu_fold_into_one_conv():
     np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5)
 
 
+class LinearGeluResidual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [1, T, 8]: the linear runs on [T, 8]
+        return nn.functional.gelu(self.fc(x) + x)
+
+
+def test_linear_epilogue_fuses_through_the_reshape():
+    torch.manual_seed(0)
+    m = LinearGeluResidual().eval()
+    x = torch.randn(1, 5, 8)
+    g, _ = to_graph(torch.export.export(m, (x,)), name="lin")
+    assert "ew" not in _ops(g), _ops(g)
+    mm = next(n for n in g.nodes if n.op == "matmul")
+    assert mm.attrs["has_residual"] and mm.attrs["act"] == "gelu"
+    (got,) = eval_graph(g, [x.numpy()])
+    np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5)
+
+
 def test_elementwise_chain_with_permute_is_one_loop():
     x, y = torch.randn(3, 5), torch.randn(5, 3)
     g, _ = to_graph(torch.export.export(EwChain(), (x, y)), name="ew")

@@ -54,7 +54,14 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
 {
     const int MR = PT2C_GEMM_MR, NR = PT2C_GEMM_NR;
     const int nkb = (K + PT2C_GEMM_KC - 1) / PT2C_GEMM_KC, kcb = (K + nkb - 1) / nkb; /* balanced k blocks */
+    const int late_act = PT2C_GEMM_EP_IN_REGS(ep) ? PT2C_ACT_NONE : ep->act; /* as in pt2c_gemm_serial */
+    pt2c_epilogue ep_early;
     int ic, pc, jr, ir;
+    if (late_act) {
+        ep_early = *ep;
+        ep_early.act = PT2C_ACT_NONE;
+        ep = ep_early.bias || ep_early.residual ? &ep_early : NULL;
+    }
     for (ic = 0; ic < M; ic += PT2C_GEMM_BFN_MC) {
         const int mc = PT2C_MIN(PT2C_GEMM_BFN_MC, M - ic);
         for (pc = 0; pc < K; pc += kcb) {
@@ -83,6 +90,9 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                                              pc > 0, epk, ic + ir, jr, PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
             }
         }
+        if (late_act)
+            for (ir = 0; ir < mc; ir++)
+                pt2c_epilogue_act(C + (ptrdiff_t)(ic + ir) * ldc, N, late_act, ep_early.lo, ep_early.hi);
     }
 }
 

@@ -230,12 +230,13 @@ static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int 
 
 /* ---- micro-kernel ---- */
 
-#if defined(PT2C_GEMM_VEC)
 /* Epilogues the micro-kernel applies in registers on full-width tiles (same
- * operation order as pt2c_gemm_store_tile, so the same bits); the others go
- * through the store_tile path. */
+ * operation order as pt2c_gemm_store_tile, so the same bits); the drivers run the
+ * other activations over whole rows afterwards. */
 #define PT2C_GEMM_EP_IN_REGS(ep) \
     (!(ep) || (ep)->act == PT2C_ACT_NONE || (ep)->act == PT2C_ACT_RELU || (ep)->act == PT2C_ACT_CLAMP)
+
+#if defined(PT2C_GEMM_VEC)
 
 PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2c_v8 *v1, int i, int j)
 {
@@ -669,12 +670,22 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
     int kmax = (a_direct && b_packed) ? K : PT2C_GEMM_KC;
     int nkb = (K + kmax - 1) / kmax;
     int kcb = (K + nkb - 1) / nkb; /* balanced k blocks */
+    /* Activations dearer than a compare (GELU, SiLU, ...) run over whole rows of C once a block's
+     * last k block is stored: per tile row of 16 (pt2c_gemm_store_tile) their loops hardly
+     * vectorise, and the micro-kernels then keep the rest of the epilogue in registers. */
+    const int late_act = PT2C_GEMM_EP_IN_REGS(ep) ? PT2C_ACT_NONE : ep->act;
+    pt2c_epilogue ep_early;
     float *abuf = scratch;
     float *bbuf = scratch && pack_a ? scratch + pt2c_gemm_round16((size_t)PT2C_MIN(PT2C_GEMM_MC, (M + MR - 1) / MR * MR) *
                                                                   (size_t)PT2C_MIN(PT2C_GEMM_KC, K))
                                     : scratch;
     int jc, pc, ic, jr, ir;
 
+    if (late_act) {
+        ep_early = *ep;
+        ep_early.act = PT2C_ACT_NONE;
+        ep = ep_early.bias || ep_early.residual ? &ep_early : NULL;
+    }
     for (jc = 0; jc < N; jc += PT2C_GEMM_NC) {
         int nc = PT2C_MIN(PT2C_GEMM_NC, N - jc);
         for (pc = 0; pc < K; pc += kcb) {
@@ -741,6 +752,10 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                                                      pf_a && ir + MR < mc ? ai + aps : NULL);
                     }
                 }
+                if (late_act && pc + kc == K)
+                    for (ir = 0; ir < mc; ir++)
+                        pt2c_epilogue_act(C + (ptrdiff_t)(ic + ir) * ldc + jc, nc, late_act, ep_early.lo,
+                                          ep_early.hi);
             }
         }
     }

@@ -43,7 +43,7 @@ def _epilogue_ref(node: Node, y: np.ndarray, extra: list[np.ndarray], bias_axis:
         shape[bias_axis] = -1
         y = y + b.reshape(shape)
     if node.attrs.get("has_residual"):
-        y = y + extra[i]
+        y = y + extra[i].reshape(y.shape)  # (fused through a reshape: same elements, same order)
     return apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
 
 

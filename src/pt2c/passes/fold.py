@@ -70,7 +70,8 @@ def _act_of(expr: tuple) -> tuple[str, float, float] | None:
 
 
 def fuse_epilogues(g: Graph) -> Graph:
-    """Fold a residual add and then an activation into the producing conv2d / matmul."""
+    """Fold a residual add and then an activation into the producing conv2d / matmul (also through
+    a reshape in between)."""
     changed = True
     while changed:
         changed = False
@@ -83,7 +84,11 @@ def fuse_epilogues(g: Graph) -> Graph:
                 continue  # batched products keep a plain epilogue
             y = n.outputs[0]
             u = _single_user(g, y, users)
-            if u is None or u.op != "ew" or u.outputs[0].shape != y.shape or u.attrs.get("views"):
+            view = None  # a reshape between the product and the ew ([M, N] -> [1, M, N] after a linear)
+            if u is not None and u.op == "view" and u.attrs.get("offset", 0) == 0:
+                view, u = u, _single_user(g, u.outputs[0], users)
+            yv = view.outputs[0] if view is not None else y  # what the ew reads
+            if u is None or u.op != "ew" or u.outputs[0].shape != yv.shape or u.attrs.get("views"):
                 continue
             e = u.attrs["expr"]
             act = _act_of(e) if len(u.inputs) == 1 else None
@@ -91,9 +96,9 @@ def fuse_epilogues(g: Graph) -> Graph:
                 n.attrs["act"], n.attrs["lo"], n.attrs["hi"] = act
             elif (not n.attrs.get("has_residual") and e[0] == "add" and len(u.inputs) == 2
                   and {e[2], e[3]} == {("in", "float32", 0), ("in", "float32", 1)}):
-                other = u.inputs[1] if u.inputs[0] is y else u.inputs[0]
-                if other.shape != y.shape or other is y or other.is_const:
-                    continue
+                other = u.inputs[1] if u.inputs[0] is yv else u.inputs[0]
+                if other.shape != yv.shape or other is yv or other.is_const:
+                    continue  # (dense row-major: through a reshape, the same elements in the same order)
                 if other.producer is not None and pos[id(other.producer)] > pos[id(n)]:
                     continue  # the residual is computed later: fuse into its producer instead
                 n.inputs = n.inputs + [other]
@@ -101,8 +106,12 @@ def fuse_epilogues(g: Graph) -> Graph:
             else:
                 continue
             out = u.outputs[0]
-            n.outputs = [out]
-            out.producer = n
+            if view is not None:  # product -> y -> view -> out: the view now yields the ew's value
+                view.outputs = [out]
+                out.producer = view
+            else:
+                n.outputs = [out]
+                out.producer = n
             g.nodes = [m for m in g.nodes if m is not u]
             changed = True
             break
