@@ -1,6 +1,6 @@
 """Per-kernel time of a zoo model: the generated C with a timer around each kernel call.
 
-    python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25]
+    python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25 | --order]
 
 Compiles the zoo model (resnet18, mobilenetv2, bert, gpt2, mlp, ...) at its bench size, puts a
 clock_gettime pair around every pt2c_* kernel call of the generated C (model.c, and the code
@@ -54,6 +54,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--order", action="store_true", help="every call site in program order, not the top ones")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch loads its OpenMP runtime
 
@@ -91,7 +92,8 @@ def main() -> None:
     per = [t[i] / args.runs * 1e3 for i in range(len(names))]
     print(f"{args.model}: code path {m.isa}, {args.threads} thread(s); median {lat[len(lat) // 2] * 1e3:.3f} ms per run, "
           f"kernel calls {sum(per):.3f} ms ({out})")
-    for ms, name in sorted(zip(per, names), reverse=True)[: args.top]:
+    rows = list(zip(per, names)) if args.order else sorted(zip(per, names), reverse=True)[: args.top]
+    for ms, name in rows:
         print(f"{ms:9.3f} ms  {name}")
     by_kernel: dict[str, float] = defaultdict(float)
     for ms, name in zip(per, names):

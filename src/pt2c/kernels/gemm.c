@@ -285,6 +285,10 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         for (i = 0; i < ROWS && i < mr; i++) {
             PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
             PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 15);
+            if (ep && ep->residual) { /* the same for the residual rows */
+                PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
+                PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0 + 15);
+            }
         }
     }
     /* With few rows the FMA chains are too few to hide FMA latency (4 cycles,
@@ -436,6 +440,11 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
     }
+    if (ep && ep->residual) /* (as the C tile: a residual row's miss after the k loop cost ~1/4 of a 1x1 conv) */
+        for (i = 0; i < mr; i++) {
+            PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
+            PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0 + 31);
+        }
     for (k = 0; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
