@@ -40,6 +40,12 @@
 #endif
 /* At most this many rows of an unpacked A are read in place (GEMV-like). */
 #define PT2C_GEMM_SKINNY_M 16
+/* At most this many rows of A (packed, or more than SKINNY_M) make an unpacked B with contiguous
+ * rows be read in place: one row block, so each B panel comes from its source once per k block
+ * (1x1 convs, 16-192 output channels: 0-37 % faster than packing B first). */
+#ifndef PT2C_GEMM_B_DIRECT_M
+#define PT2C_GEMM_B_DIRECT_M PT2C_GEMM_MC
+#endif
 /* Minimum multiply-adds per thread before a call is split across threads. */
 #define PT2C_GEMM_MIN_MACS_PER_THREAD (1L << 19)
 /* Work chunks per thread, handed out dynamically: a thread that the OS
@@ -268,7 +274,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
  * epilogue are stored straight from registers; everything else goes through
  * pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
-                                             const float *PT2C_RESTRICT b, float *c, int ldc, int mr, int nr,
+                                             const float *PT2C_RESTRICT b, ptrdiff_t bs, float *c, int ldc, int mr, int nr,
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
                                              const float *pfa)
 {
@@ -299,19 +305,19 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
             pt2c_v8 a0 = PT2C_V8_SET1(a[0]), a1 = PT2C_V8_SET1(a[acs]);
             pt2c_v8 a2 = PT2C_V8_SET1(a[2 * acs]), a3 = PT2C_V8_SET1(a[3 * acs]);
             c00 = PT2C_V8_FMA(c00, a0, PT2C_V8_LOAD(b)), c01 = PT2C_V8_FMA(c01, a0, PT2C_V8_LOAD(b + 8));
-            c10 = PT2C_V8_FMA(c10, a1, PT2C_V8_LOAD(b + 16)), c11 = PT2C_V8_FMA(c11, a1, PT2C_V8_LOAD(b + 24));
-            c20 = PT2C_V8_FMA(c20, a2, PT2C_V8_LOAD(b + 32)), c21 = PT2C_V8_FMA(c21, a2, PT2C_V8_LOAD(b + 40));
-            c30 = PT2C_V8_FMA(c30, a3, PT2C_V8_LOAD(b + 48)), c31 = PT2C_V8_FMA(c31, a3, PT2C_V8_LOAD(b + 56));
+            c10 = PT2C_V8_FMA(c10, a1, PT2C_V8_LOAD(b + bs)), c11 = PT2C_V8_FMA(c11, a1, PT2C_V8_LOAD(b + bs + 8));
+            c20 = PT2C_V8_FMA(c20, a2, PT2C_V8_LOAD(b + 2 * bs)), c21 = PT2C_V8_FMA(c21, a2, PT2C_V8_LOAD(b + 2 * bs + 8));
+            c30 = PT2C_V8_FMA(c30, a3, PT2C_V8_LOAD(b + 3 * bs)), c31 = PT2C_V8_FMA(c31, a3, PT2C_V8_LOAD(b + 3 * bs + 8));
             a += 4 * acs;
-            b += 4 * PT2C_GEMM_NR;
+            b += 4 * bs;
         }
         c00 = PT2C_V8_ADD(PT2C_V8_ADD(c00, c10), PT2C_V8_ADD(c20, c30));
         c01 = PT2C_V8_ADD(PT2C_V8_ADD(c01, c11), PT2C_V8_ADD(c21, c31));
     } else if (ROWS <= 3) { /* rows 0..2 in c00..c21 (even k) and c30..c51 (odd k) */
         for (; k + 2 <= kc; k += 2) {
             const float *a1 = a + acs;
-            pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), b2 = PT2C_V8_LOAD(b + 16),
-                    b3 = PT2C_V8_LOAD(b + 24), av;
+            pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), b2 = PT2C_V8_LOAD(b + bs),
+                    b3 = PT2C_V8_LOAD(b + bs + 8), av;
             av = PT2C_V8_SET1(a[0]), c00 = PT2C_V8_FMA(c00, av, b0), c01 = PT2C_V8_FMA(c01, av, b1);
             av = PT2C_V8_SET1(a1[0]), c30 = PT2C_V8_FMA(c30, av, b2), c31 = PT2C_V8_FMA(c31, av, b3);
             av = PT2C_V8_SET1(a[ars]), c10 = PT2C_V8_FMA(c10, av, b0), c11 = PT2C_V8_FMA(c11, av, b1);
@@ -321,7 +327,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
                 av = PT2C_V8_SET1(a1[2 * ars]), c50 = PT2C_V8_FMA(c50, av, b2), c51 = PT2C_V8_FMA(c51, av, b3);
             }
             a += 2 * acs;
-            b += 2 * PT2C_GEMM_NR;
+            b += 2 * bs;
         }
         c00 = PT2C_V8_ADD(c00, c30), c01 = PT2C_V8_ADD(c01, c31);
         c10 = PT2C_V8_ADD(c10, c40), c11 = PT2C_V8_ADD(c11, c41);
@@ -338,7 +344,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         if (ROWS > 4) av = PT2C_V8_SET1(a[4 * ars]), c40 = PT2C_V8_FMA(c40, av, b0), c41 = PT2C_V8_FMA(c41, av, b1);
         if (ROWS > 5) av = PT2C_V8_SET1(a[5 * ars]), c50 = PT2C_V8_FMA(c50, av, b0), c51 = PT2C_V8_FMA(c51, av, b1);
         a += acs;
-        b += PT2C_GEMM_NR;
+        b += bs;
     }
     if (nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) { /* whole rows: from registers (the first mr) */
         float *r;
@@ -378,7 +384,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
             for (j = 0; j < PT2C_GEMM_NR; j++) ti[j] += av * b[j];
         }
         a += acs;
-        b += PT2C_GEMM_NR;
+        b += bs;
     }
     pt2c_gemm_store_tile(c, ldc, t, PT2C_MIN(mr, ROWS), nr, accumulate, ep, i0, j0);
 #endif
@@ -391,15 +397,35 @@ static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, flo
 {
     switch (mr) {
 #define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R, pfa); break
+    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, pfa); break
         PT2C_GEMM_CASE(1);
         PT2C_GEMM_CASE(2);
         PT2C_GEMM_CASE(3);
         PT2C_GEMM_CASE(4);
         PT2C_GEMM_CASE(5);
         default:
-            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR,
+            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR,
                                    pfa);
+            break;
+#undef PT2C_GEMM_CASE
+    }
+}
+
+/* Packed-A micro-kernel on 16 columns of a B read in place, rows bs floats apart. */
+static void pt2c_gemm_ukernel_bdirect(int kc, const float *a, const float *b, ptrdiff_t bs, float *c, int ldc, int mr,
+                                      int accumulate, const pt2c_epilogue *ep, int i0, int j0)
+{
+    switch (mr) {
+#define PT2C_GEMM_CASE(R) \
+    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0, R, NULL); break
+        PT2C_GEMM_CASE(1);
+        PT2C_GEMM_CASE(2);
+        PT2C_GEMM_CASE(3);
+        PT2C_GEMM_CASE(4);
+        PT2C_GEMM_CASE(5);
+        default:
+            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0,
+                                   PT2C_GEMM_MR, NULL);
             break;
 #undef PT2C_GEMM_CASE
     }
@@ -411,13 +437,13 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 {
     switch (mr) {
 #define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, R, NULL); break
+    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, NULL); break
         PT2C_GEMM_CASE(1);
         PT2C_GEMM_CASE(2);
         PT2C_GEMM_CASE(3);
         PT2C_GEMM_CASE(4);
         PT2C_GEMM_CASE(5);
-        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, c, ldc, mr, nr, accumulate, ep, i0, j0, 6, NULL); break;
+        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, 6, NULL); break;
 #undef PT2C_GEMM_CASE
     }
 }
@@ -430,8 +456,8 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
  * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
  * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
 static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
-                                        const float *PT2C_RESTRICT b1, float *c, int ldc, int mr, int accumulate,
-                                        const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
+                                        const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
+                                        int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -455,8 +481,8 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
         av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
         av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
         a += PT2C_GEMM_MR;
-        b0 += PT2C_GEMM_NR;
-        b1 += PT2C_GEMM_NR;
+        b0 += bs;
+        b1 += bs;
     }
     if (PT2C_GEMM_EP_IN_REGS(ep)) { /* the first mr rows from registers */
         const __m512 zero = _mm512_setzero_ps();
@@ -656,10 +682,10 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
  * with 24-128 rows and 7x7 convs whose weights are not in cache.  Not for one row panel or
  * in-place A (GEMV and up to 16 rows, all of K at once): there the hardware prefetcher keeps
  * up with the plain stream and the bursts only got in its way. */
-PT2C_GEMM_INLINE void pt2c_gemm_prefetch_share(const float *b, int kc, int i, int n)
+PT2C_GEMM_INLINE void pt2c_gemm_prefetch_share(const float *b, ptrdiff_t bs, int kc, int i, int n)
 {
     int l = (int)((long)kc * i / n), l1 = (int)((long)kc * (i + 1) / n);
-    for (; l < l1; l++) PT2C_GEMM_PREFETCH_R(b + (ptrdiff_t)l * PT2C_GEMM_NR);
+    for (; l < l1; l++) PT2C_GEMM_PREFETCH_R(b + (ptrdiff_t)l * bs);
 }
 
 /* One thread's share: the full blocked algorithm on an M x N block of C.
@@ -674,6 +700,9 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
      * as the (memory-bound) product itself. */
     int a_direct = !a_packed && M <= PT2C_GEMM_SKINNY_M;
     int pack_a = !a_packed && !a_direct;
+    /* An unpacked B with contiguous rows is read in place when few rows of A reuse each panel
+     * (1x1 convs): packing it costs more than the reads it saves. */
+    const int b_direct = !b_packed && csb == 1 && !a_direct && M <= PT2C_GEMM_B_DIRECT_M;
     /* With packed B and in-place A nothing needs a buffer, so take all of K at
      * once: C is then written exactly once. */
     int kmax = (a_direct && b_packed) ? K : PT2C_GEMM_KC;
@@ -702,10 +731,15 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
             int acc = pc > 0;
             const pt2c_epilogue *epk = pc + kc == K ? ep : NULL;
             const float *bp;
-            ptrdiff_t bps; /* distance between B micro-panels */
+            ptrdiff_t bps, bs = NR; /* distance between B micro-panels, between their rows */
             if (b_packed) {
                 bp = B + (ptrdiff_t)jc * K + (ptrdiff_t)pc * NR;
                 bps = (ptrdiff_t)NR * K;
+            } else if (b_direct) { /* in place; a last partial panel packed (zero-padded) into bbuf */
+                bp = B + (ptrdiff_t)pc * rsb + jc;
+                bps = NR;
+                bs = rsb;
+                if (nc % NR) pt2c_gemm_pack_b(bbuf, bp + nc / NR * NR, rsb, 1, kc, nc % NR);
             } else {
                 pt2c_gemm_pack_b(bbuf, B + (ptrdiff_t)pc * rsb + (ptrdiff_t)jc * csb, rsb, csb, kc, nc);
                 bp = bbuf;
@@ -734,11 +768,11 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
 #if defined(PT2C_SIMD_AVX512)
                     if (!a_direct && jr + 2 * NR <= nc) { /* two full panels at once, 6 x 32 */
                         for (ir = 0; ir < mc; ir += MR) {
-                            if (b_packed && mc > MR && jr + 4 * NR <= nc) {
-                                pt2c_gemm_prefetch_share(bj + 2 * bps, kc, ir / MR, (mc + MR - 1) / MR);
-                                pt2c_gemm_prefetch_share(bj + 3 * bps, kc, ir / MR, (mc + MR - 1) / MR);
+                            if ((b_packed || b_direct) && mc > MR && jr + 4 * NR <= nc) {
+                                pt2c_gemm_prefetch_share(bj + 2 * bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
+                                pt2c_gemm_prefetch_share(bj + 3 * bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
                             }
-                            pt2c_gemm_ukernel_x2_avx512(kc, ap + (ir / MR) * aps, bj, bj + bps,
+                            pt2c_gemm_ukernel_x2_avx512(kc, ap + (ir / MR) * aps, bj, bj + bps, bs,
                                                         C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
                                                         PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr,
                                                         pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL);
@@ -751,11 +785,15 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                         int mr = PT2C_MIN(MR, mc - ir);
                         float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
                         const float *ai = ap + (ir / MR) * aps;
-                        if (b_packed && !a_direct && mc > MR && jr + NR < nc) /* see pt2c_gemm_prefetch_share */
-                            pt2c_gemm_prefetch_share(bj + bps, kc, ir / MR, (mc + MR - 1) / MR);
+                        if ((b_packed || b_direct) && !a_direct && mc > MR && jr + NR < nc) /* see pt2c_gemm_prefetch_share */
+                            pt2c_gemm_prefetch_share(bj + bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
                         if (a_direct)
                             pt2c_gemm_ukernel_strided(kc, ai, rsa, csa, bj, c, ldc, mr, nr, acc, epk, ic + ir,
                                                       jc + jr);
+                        else if (b_direct && nr == NR)
+                            pt2c_gemm_ukernel_bdirect(kc, ai, bj, bs, c, ldc, mr, acc, epk, ic + ir, jc + jr);
+                        else if (b_direct)
+                            pt2c_gemm_ukernel_packed(kc, ai, bbuf, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr, NULL);
                         else
                             pt2c_gemm_ukernel_packed(kc, ai, bj, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr,
                                                      pf_a && ir + MR < mc ? ai + aps : NULL);
