@@ -417,7 +417,9 @@ static void pt2c_gemm_ukernel_bdirect(int kc, const float *a, const float *b, pt
 {
     switch (mr) {
 #define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0, R, NULL); break
+    case R:                                                                                                    \
+        pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0, R, NULL); \
+        break
         PT2C_GEMM_CASE(1);
         PT2C_GEMM_CASE(2);
         PT2C_GEMM_CASE(3);
@@ -449,8 +451,8 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 }
 
 #if defined(PT2C_SIMD_AVX512)
-/* AVX-512: a 6 x 32 tile over two adjacent packed-B panels (b0: columns j0..j0+15, b1: the next
- * 16), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
+/* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
+ * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
  * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
  * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded).  The
  * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
@@ -466,7 +468,7 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
     }
-    if (ep && ep->residual) /* (as the C tile: a residual row's miss after the k loop cost ~1/4 of a 1x1 conv) */
+    if (ep && ep->residual) /* (as the C tile: a cold residual row missed after the k loop, ~1/5 of a 1x1 conv) */
         for (i = 0; i < mr; i++) {
             PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
             PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0 + 31);
@@ -675,8 +677,8 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
     return pt2c_sgemm_scratch_floats_ex(M, N, K, 0, 0);
 }
 
-/* Prefetches (into L2) share i of n of the kc rows (NR floats, one cache line each) of a
- * packed B micro-panel.  Pre-packed weights too large to stay cached between runs come from
+/* Prefetches (into L2) share i of n of the kc rows (NR floats, one cache line each, bs floats
+ * apart) of a B micro-panel, pre-packed or read in place.  Pre-packed weights too large to stay cached between runs come from
  * memory once per run, at the first of the n micro-kernel calls that use a panel; the next
  * panel is prefetched a share per call so that its first use does not wait: 8-25% on linears
  * with 24-128 rows and 7x7 convs whose weights are not in cache.  Not for one row panel or
