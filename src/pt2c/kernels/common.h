@@ -206,6 +206,26 @@ static inline PT2C_UNUSED float pt2c_exp_ftz(float x)
 }
 
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+/* pt2c_erf of 8 floats with FMAs (GELU's epilogue): the same rational approximation. */
+static inline PT2C_UNUSED __m256 pt2c_erf8(__m256 x)
+{
+    __m256 x2, p, q;
+    x = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), x)); /* (NaN: 2nd operand) */
+    x2 = _mm256_mul_ps(x, x);
+    p = _mm256_fmadd_ps(_mm256_set1_ps(-2.72614225801306e-10f), x2, _mm256_set1_ps(2.77068142495902e-08f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.10102402082508e-06f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-5.69250639462346e-05f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-7.34990630326855e-04f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.95459980854025e-03f));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.60960333262415e-02f));
+    q = _mm256_fmadd_ps(_mm256_set1_ps(-1.45660718464996e-05f), x2, _mm256_set1_ps(-2.13374055278905e-04f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.68282697438203e-03f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-7.37332916720468e-03f));
+    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.42647390514189e-02f));
+    p = _mm256_div_ps(_mm256_mul_ps(x, p), q);
+    return _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_set1_ps(-1.0f), p));
+}
+
 /* pt2c_exp_ftz of 8 floats, with FMAs, for softmax arguments (x - max <= 0; right up to x = 88):
  * the same reduction and polynomial, within 2 ulp; 0 below -87.3; NaN stays NaN.  About 4x the
  * throughput of the loop over pt2c_exp_ftz, whose multiply-adds GCC does not contract in ISO C
