@@ -314,9 +314,16 @@ CONV_CASES = [
     (1, 4, 36, 33, 4, 7, 7, 1, 3, 1, 4, True, False),      # depthwise direct path, 7x7
     (1, 2, 64, 64, 2, 3, 3, 1, 1, 1, 2, True, True),       # depthwise direct path, 3x3
     (1, 6, 23, 19, 6, 5, 5, 2, 2, 1, 6, True, True),       # depthwise 5x5 stride 2 (EfficientNet)
-    (1, 2, 200, 150, 2, 3, 3, 2, 1, 1, 2, True, True),     # depthwise stride 2, several bands
+    (1, 2, 400, 30, 2, 3, 3, 2, 1, 1, 2, True, True),      # depthwise stride 2, several bands
     (1, 3, 11, 12, 3, 3, 3, 3, 1, 1, 3, True, False),      # depthwise stride 3
 ]
+# depthwise 3x3 stride 2 pad 1 with OW >= 16: rows split into even and odd columns
+DW_S2_CASES = [
+    (1, 3, 40, 37, 3, 3, 3, 2, 1, 1, 3, True, True),       # W odd
+    (2, 2, 33, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2
+    (1, 4, 10, 100, 4, 3, 3, 2, 1, 1, 4, True, True),      # OW = 50: a partial last vector
+]
+CONV_CASES += DW_S2_CASES
 
 
 def run_conv(lib, case, smallp=False):
@@ -482,7 +489,7 @@ def test_scalar_build_clang(tmp_path):
     dll = _build(tmp_path, "scalar", "clang", ["-O2"])
     for M, N, K in [(1, 33, 100), (7, 17, 300), (33, 5, 7), (100, 100, 33)]:
         run_gemm(dll, M, N, K, b_mode="packed" if M < 8 else "row", bias="col", residual=True, act="gelu")
-    for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10]):
+    for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10], *DW_S2_CASES):
         run_conv(dll, case)
     for case in WINO_CASES[1:4]:
         run_wino(dll, case)
@@ -496,8 +503,8 @@ def test_openmp_build(tmp_path):
                                       ((4, 1000, 300), "row", "packed"), ((301, 37, 200), "trans", "packed"),
                                       ((100, 500, 200), "trans", "packed")]:
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
-    run_conv(dll, CONV_CASES[8])
-    run_conv(dll, CONV_CASES[9])
+    for case in (CONV_CASES[8], CONV_CASES[9], *DW_S2_CASES):
+        run_conv(dll, case)
     for case in SMALLP_CASES:
         run_conv(dll, case, smallp=True)
     for case in WINO_CASES[1:]:  # threaded transforms and the 36 GEMMs spread over threads
@@ -564,33 +571,38 @@ int main(void)
                     bad |= check(C1, C2, M, ldc, ldc, "gemm");
                     free(A), free(B), free(bias), free(res), free(Ap), free(Bp), free(C1), free(C2), free(scr);
                 }
-    {   /* conv: 3x3 stride 2 pad 1 (im2col) and depthwise, checked against a direct loop */
-        int C = 4, H = 9, W = 8, OC = 8, KH = 3, KW = 3, st = 2, pd = 1, OH = 5, OW = 4, oc, oh, ow, c, kh, kw, dwc;
-        float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
-        float *o1 = malloc(sizeof(float) * OC * OH * OW), *o2 = malloc(sizeof(float) * OC * OH * OW);
-        float *scr = malloc(sizeof(float) * pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW));
-        float *dws = malloc(sizeof(float) * pt2c_conv2d_depthwise_scratch_floats(H, W, OH, OW, KH, KW, st, st, pd, pd, 1, 1));
-        pack(wp, w, OC, C * KH * KW, PT2C_GEMM_MR, 1);
-        for (dwc = 0; dwc < 2; dwc++) {
-            int Cg = dwc ? 1 : C;
-            if (dwc) pt2c_conv2d_depthwise(o1, in, w, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, OH, OW, dws);
-            else pt2c_conv2d(o1, in, wp, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW, scr);
-            for (oc = 0; oc < OC; oc++)
-                for (oh = 0; oh < OH; oh++)
-                    for (ow = 0; ow < OW; ow++) {
-                        float acc = 0.0f;
-                        for (c = 0; c < Cg; c++)
-                            for (kh = 0; kh < KH; kh++)
-                                for (kw = 0; kw < KW; kw++) {
-                                    int ih = oh * st - pd + kh, iw = ow * st - pd + kw, ic = dwc ? oc / 2 : c;
-                                    if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                                        acc += in[(ic * H + ih) * W + iw] * w[((oc * Cg + c) * KH + kh) * KW + kw];
-                                }
-                        o2[(oc * OH + oh) * OW + ow] = acc;
-                    }
-            bad |= check(o1, o2, OC, OH * OW, OH * OW, dwc ? "depthwise" : "conv");
+    {   /* conv: 3x3 stride 2 pad 1 (im2col) and depthwise, checked against a direct loop; W = 33: the
+         * depthwise stride-2 path that splits rows into even and odd columns */
+        int C = 4, H = 9, W, OC = 8, KH = 3, KW = 3, st = 2, pd = 1, OH = 5, OW, oc, oh, ow, c, kh, kw, dwc;
+        for (W = 8; W <= 33; W += 25) {
+            float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
+            float *o1, *o2, *scr, *dws;
+            OW = (W - 1) / 2 + 1;
+            o1 = malloc(sizeof(float) * OC * OH * OW), o2 = malloc(sizeof(float) * OC * OH * OW);
+            scr = malloc(sizeof(float) * pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW));
+            dws = malloc(sizeof(float) * pt2c_conv2d_depthwise_scratch_floats(H, W, OH, OW, KH, KW, st, st, pd, pd, 1, 1));
+            pack(wp, w, OC, C * KH * KW, PT2C_GEMM_MR, 1);
+            for (dwc = 0; dwc < 2; dwc++) {
+                int Cg = dwc ? 1 : C;
+                if (dwc) pt2c_conv2d_depthwise(o1, in, w, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, OH, OW, dws);
+                else pt2c_conv2d(o1, in, wp, NULL, 1, C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW, scr);
+                for (oc = 0; oc < OC; oc++)
+                    for (oh = 0; oh < OH; oh++)
+                        for (ow = 0; ow < OW; ow++) {
+                            float acc = 0.0f;
+                            for (c = 0; c < Cg; c++)
+                                for (kh = 0; kh < KH; kh++)
+                                    for (kw = 0; kw < KW; kw++) {
+                                        int ih = oh * st - pd + kh, iw = ow * st - pd + kw, ic = dwc ? oc / 2 : c;
+                                        if (ih >= 0 && ih < H && iw >= 0 && iw < W)
+                                            acc += in[(ic * H + ih) * W + iw] * w[((oc * Cg + c) * KH + kh) * KW + kw];
+                                    }
+                            o2[(oc * OH + oh) * OW + ow] = acc;
+                        }
+                bad |= check(o1, o2, OC, OH * OW, OH * OW, dwc ? "depthwise" : "conv");
+            }
+            free(in), free(w), free(wp), free(o1), free(o2), free(scr), free(dws);
         }
-        free(in), free(w), free(wp), free(o1), free(o2), free(scr), free(dws);
     }
     {   /* Winograd F(4x4, 3x3), ragged tiles, bias + relu, against a direct loop: pad 1, and pad 0 with
          * the last tile's patch at the plane's end (its rows are copied, not read 8 wide in place) */

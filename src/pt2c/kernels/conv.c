@@ -640,6 +640,12 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
  * inside is one unit-stride vector loop over the flattened rows; the few columns whose taps wrap
  * into the neighbouring row, and the top / bottom rows, are computed again by an exact edge loop.
  *
+ * Stride 2 with a 3x3 kernel and padding 1 (MobileNet's downsampling), output rows of at least
+ * PT2C_DW_S2_MIN_OW, is direct too: each input row is split once into its even and odd columns,
+ * e[j] = x[2j] and o[j] = x[2j - 1] (o[0] = 0, the left padding), so output column ow reads
+ * o[ow], e[ow] and o[ow + 1] of three rows: nine unit-stride streams, as at stride 1. The odd
+ * rows serve two output rows each; four split rows per thread are the scratch.
+ *
  * Everything else (strides, dilation, other padding, small planes, whose rows are short and
  * mostly edge) goes eight channels at a time, in bands of output rows: the band's input rows of
  * the 8 planes are interleaved, zero-padded, into x8[r][s][8] (r, s: padded input row and
@@ -657,6 +663,23 @@ static int pt2c_dw_direct(int H, int W, int OH, int OW, int KH, int KW, int sh, 
 {
     return sh == 1 && sw == 1 && dh == 1 && dw == 1 && OH == H && OW == W && 2 * ph == KH - 1 && 2 * pw == KW - 1 &&
            (long)OH * OW > PT2C_DW_DIRECT_MIN_HW;
+}
+
+#ifndef PT2C_DW_S2_MIN_OW
+#define PT2C_DW_S2_MIN_OW 16
+#endif
+
+static int pt2c_dw_s2(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
+{
+    return KH == 3 && KW == 3 && sh == 2 && sw == 2 && ph == 1 && pw == 1 && dh == 1 && dw == 1 &&
+           OH == (H + 1) / 2 && OW == (W + 1) / 2 && OW >= PT2C_DW_S2_MIN_OW;
+}
+
+/* one split row of the stride-2 path: e[0, OWV), then o[0, OWV + 1), OWV <= OW rounded up to 16
+ * (the same on every code path: a multi-versioned model sizes its scratch once) */
+static size_t pt2c_dw_s2_row_floats(int OW)
+{
+    return (size_t)2 * ((OW + 15) & ~15) + 16;
 }
 
 typedef struct {
@@ -684,6 +707,7 @@ PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, in
                                                         int ph, int pw, int dh, int dw)
 {
     if (OH <= 0 || OW <= 0 || pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) return 0;
+    if (pt2c_dw_s2(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) return (size_t)PT2C_MAX_THREADS * 4 * pt2c_dw_s2_row_floats(OW);
     return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(OW, KH, KW, sh, dh, pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
 }
 
@@ -781,6 +805,118 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
                 }
             op[(ptrdiff_t)oh * W + ow] = acc;
         }
+}
+
+/* The stride-2 path's split of one input row x[0, W) (see above): e[j] = x[2j] for j < (W + 1) / 2,
+ * o[j + 1] = x[2j + 1] for j < W / 2, o[0] = 0, and zeros up to e[OWV) and o[OWV + 1). OWV is a
+ * multiple of PT2C_DW_S2_V; the vector paths read the row's end with masked loads. */
+#if defined(PT2C_SIMD_AVX512)
+#define PT2C_DW_S2_V 16
+#else
+#define PT2C_DW_S2_V 8
+#endif
+static void pt2c_dw_split(float *PT2C_RESTRICT e, float *PT2C_RESTRICT o, const float *PT2C_RESTRICT x, int W,
+                          int OWV)
+{
+    int j;
+    o[0] = 0.0f;
+#if defined(PT2C_SIMD_AVX512)
+    {
+        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        for (j = 0; j < OWV; j += 16) {
+            const int rem = W - 2 * j; /* input columns left from 2j */
+            __m512 a, b;
+            if (rem >= 32) {
+                a = _mm512_loadu_ps(x + 2 * j), b = _mm512_loadu_ps(x + 2 * j + 16);
+            } else {
+                const __mmask16 ma = rem <= 0 ? 0 : rem >= 16 ? 0xFFFF : (__mmask16)((1u << rem) - 1);
+                const __mmask16 mb = rem <= 16 ? 0 : (__mmask16)((1u << (rem - 16)) - 1);
+                a = _mm512_maskz_loadu_ps(ma, x + 2 * j), b = _mm512_maskz_loadu_ps(mb, x + 2 * j + 16);
+            }
+            _mm512_storeu_ps(e + j, _mm512_permutex2var_ps(a, ie, b));
+            _mm512_storeu_ps(o + 1 + j, _mm512_permutex2var_ps(a, io, b));
+        }
+    }
+#elif defined(PT2C_SIMD_AVX2)
+    for (j = 0; j < OWV; j += 8) {
+        const int rem = W - 2 * j;
+        if (rem >= 16) {
+            _mm256_storeu_ps(e + j, pt2c_evens8(x + 2 * j));
+            _mm256_storeu_ps(o + 1 + j, pt2c_odds8(x + 2 * j));
+        } else { /* lanes i < rem of x + 2j, zero past the row */
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i ma = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), lane);
+            const __m256i mb = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem - 8), lane);
+            const __m256 a = _mm256_maskload_ps(x + 2 * j, ma), b = _mm256_maskload_ps(x + 2 * j + 8, mb);
+            const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xDD);
+            _mm256_storeu_ps(e + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+            _mm256_storeu_ps(o + 1 + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+        }
+    }
+#else
+    for (j = 0; j < OWV; j++) {
+        e[j] = 2 * j < W ? x[2 * j] : 0.0f;
+        o[j + 1] = 2 * j + 1 < W ? x[2 * j + 1] : 0.0f;
+    }
+#endif
+}
+
+/* The stride-2 path for one plane: op = bias + taps, before residual / activation. rows: four
+ * split rows (pt2c_dw_s2_row_floats each). */
+static void pt2c_dw_plane_s2(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT ip, const float *PT2C_RESTRICT wk,
+                             float bias, int H, int W, int OH, int OW, float *PT2C_RESTRICT rows)
+{
+    const int OWV = (OW + PT2C_DW_S2_V - 1) / PT2C_DW_S2_V * PT2C_DW_S2_V;
+    const size_t RB = pt2c_dw_s2_row_floats(OW);
+    float *const zero = rows + 3 * RB, *even = rows + 2 * RB;
+    const float *prev = zero; /* input row 2*oh - 1: the top padding for oh = 0 */
+    size_t k;
+    int oh;
+    for (k = 0; k < RB; k++) zero[k] = 0.0f;
+    for (oh = 0; oh < OH; oh++) {
+        const float *t[9];
+        float *next = zero;
+        int r;
+        pt2c_dw_split(even, even + OWV, ip + (ptrdiff_t)2 * oh * W, W, OWV);
+        if (2 * oh + 1 < H) { /* else the bottom padding */
+            next = prev == rows ? rows + RB : rows;
+            pt2c_dw_split(next, next + OWV, ip + ((ptrdiff_t)2 * oh + 1) * W, W, OWV);
+        }
+        for (r = 0; r < 3; r++) {
+            const float *sr = r == 0 ? prev : r == 1 ? even : next;
+            t[3 * r] = sr + OWV, t[3 * r + 1] = sr, t[3 * r + 2] = sr + OWV + 1;
+        }
+#if defined(PT2C_SIMD_AVX512)
+        {
+            const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]), w2 = _mm512_set1_ps(wk[2]),
+                         w3 = _mm512_set1_ps(wk[3]), w4 = _mm512_set1_ps(wk[4]), w5 = _mm512_set1_ps(wk[5]),
+                         w6 = _mm512_set1_ps(wk[6]), w7 = _mm512_set1_ps(wk[7]), w8 = _mm512_set1_ps(wk[8]);
+            const __m512 bv = _mm512_set1_ps(bias);
+            float *orow = op + (ptrdiff_t)oh * OW;
+            int p;
+            for (p = 0; p < OW; p += 16) {
+                __m512 a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(t[0] + p), bv);
+                __m512 a1 = _mm512_mul_ps(w1, _mm512_loadu_ps(t[1] + p));
+                a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(t[2] + p), a0);
+                a1 = _mm512_fmadd_ps(w3, _mm512_loadu_ps(t[3] + p), a1);
+                a0 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(t[4] + p), a0);
+                a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(t[5] + p), a1);
+                a0 = _mm512_fmadd_ps(w6, _mm512_loadu_ps(t[6] + p), a0);
+                a1 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(t[7] + p), a1);
+                a0 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(t[8] + p), a0);
+                if (p + 16 <= OW)
+                    _mm512_storeu_ps(orow + p, _mm512_add_ps(a0, a1));
+                else
+                    _mm512_mask_storeu_ps(orow + p, (__mmask16)((1u << (OW - p)) - 1), _mm512_add_ps(a0, a1));
+            }
+        }
+#else
+        /* whole vectors run into the next row, which is written after; the last row stops at OW */
+        pt2c_dw_taps9(op + (ptrdiff_t)oh * OW, t, wk, bias, oh + 1 < OH ? OWV : OW);
+#endif
+        prev = next;
+    }
 }
 
 PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
@@ -921,14 +1057,21 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
     int nthr = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
     if (OHW <= 0 || mult <= 0) return;
-    if (pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) {
+    if (pt2c_dw_direct(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw) ||
+        pt2c_dw_s2(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw)) {
+        const int s2 = sh == 2;
         PT2C_OMP(parallel for schedule(static) num_threads(nthr) if ((long)N * OC * OHW * KH * KW > 65536L))
         for (task = 0; task < N * OC; task++) {
             const int oc = task % OC;
             float *op = out + (ptrdiff_t)task * OHW;
+            const float *ip = in + ((ptrdiff_t)(task / OC) * C + oc / mult) * H * W;
+            const float bias = ep && ep->bias ? ep->bias[oc] : 0.0f;
             ptrdiff_t p;
-            pt2c_dw_plane_same(op, in + ((ptrdiff_t)(task / OC) * C + oc / mult) * H * W, w + (ptrdiff_t)oc * KH * KW,
-                               ep && ep->bias ? ep->bias[oc] : 0.0f, H, W, KH, KW);
+            if (s2)
+                pt2c_dw_plane_s2(op, ip, w + (ptrdiff_t)oc * 9, bias, H, W, OH, OW,
+                                 scratch + (size_t)PT2C_THREAD_ID() * 4 * pt2c_dw_s2_row_floats(OW));
+            else
+                pt2c_dw_plane_same(op, ip, w + (ptrdiff_t)oc * KH * KW, bias, H, W, KH, KW);
             if (ep && ep->residual) {
                 const float *PT2C_RESTRICT res = ep->residual + (ptrdiff_t)task * OHW;
                 for (p = 0; p < OHW; p++) op[p] += res[p];

@@ -16,6 +16,7 @@ CONV_PAD_FLOATS = 1 << 20  # PT2C_CONV_PAD_FLOATS
 SDPA_BQ, SDPA_BK, SDPA_NR = 64, 64, 16
 WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
 DW_DIRECT_MIN_HW = 1024  # PT2C_DW_DIRECT_MIN_HW
+DW_S2_MIN_OW = 16  # PT2C_DW_S2_MIN_OW
 DW_CB_FLOATS = 16384  # PT2C_DW_CB_FLOATS
 
 
@@ -104,12 +105,16 @@ def conv2d_wino_scratch_floats(C: int, OC: int, OH: int, OW: int) -> int:
 def conv2d_depthwise_scratch_floats(H: int, W: int, OH: int, OW: int, KH: int, KW: int, sh: int, sw: int, ph: int,
                                     pw: int, dh: int, dw: int) -> int:
     """pt2c_conv2d_depthwise_scratch_floats: none on the direct path (stride 1, "same" padding, a
-    plane larger than DW_DIRECT_MIN_HW), else one band of 8 interleaved channels per thread."""
+    plane larger than DW_DIRECT_MIN_HW), four split input rows per thread on the stride-2 3x3 path,
+    else one band of 8 interleaved channels per thread."""
     if OH <= 0 or OW <= 0:
         return 0
     if ((sh, sw, dh, dw) == (1, 1, 1, 1) and (OH, OW) == (H, W) and 2 * ph == KH - 1 and 2 * pw == KW - 1
             and OH * OW > DW_DIRECT_MIN_HW):
         return 0
+    if ((KH, KW, sh, sw, ph, pw, dh, dw) == (3, 3, 2, 2, 1, 1, 1, 1) and (OH, OW) == ((H + 1) // 2, (W + 1) // 2)
+            and OW >= DW_S2_MIN_OW):
+        return MAX_THREADS * 4 * (2 * ((OW + 15) & ~15) + 16)
     WP = (OW - 1) * sw + (KW - 1) * dw + 1
     fixed = KH * KW + 1 + ((KH - 1) * dh + 1) * WP
     B = max(1, min((DW_CB_FLOATS // 8 - fixed) // (sh * WP + OW), OH))
