@@ -717,6 +717,26 @@ PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *
                                     ptrdiff_t n)
 {
     ptrdiff_t p = 0;
+#if defined(PT2C_SIMD_AVX512)
+    {
+        const __m512 bv = _mm512_set1_ps(bias), v0 = _mm512_set1_ps(wk[0]), v1 = _mm512_set1_ps(wk[1]),
+                     v2 = _mm512_set1_ps(wk[2]), v3 = _mm512_set1_ps(wk[3]), v4 = _mm512_set1_ps(wk[4]),
+                     v5 = _mm512_set1_ps(wk[5]), v6 = _mm512_set1_ps(wk[6]), v7 = _mm512_set1_ps(wk[7]),
+                     v8 = _mm512_set1_ps(wk[8]);
+        for (; p + 16 <= n; p += 16) {
+            __m512 a0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(t[0] + p), bv);
+            __m512 a1 = _mm512_mul_ps(v1, _mm512_loadu_ps(t[1] + p));
+            a0 = _mm512_fmadd_ps(v2, _mm512_loadu_ps(t[2] + p), a0);
+            a1 = _mm512_fmadd_ps(v3, _mm512_loadu_ps(t[3] + p), a1);
+            a0 = _mm512_fmadd_ps(v4, _mm512_loadu_ps(t[4] + p), a0);
+            a1 = _mm512_fmadd_ps(v5, _mm512_loadu_ps(t[5] + p), a1);
+            a0 = _mm512_fmadd_ps(v6, _mm512_loadu_ps(t[6] + p), a0);
+            a1 = _mm512_fmadd_ps(v7, _mm512_loadu_ps(t[7] + p), a1);
+            a0 = _mm512_fmadd_ps(v8, _mm512_loadu_ps(t[8] + p), a0);
+            _mm512_storeu_ps(o + p, _mm512_add_ps(a0, a1));
+        }
+    }
+#endif
 #if defined(PT2C_GEMM_VEC)
     const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
                   w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
