@@ -682,7 +682,10 @@ def test_avx512_build(tmp_path):
         pytest.skip("compiled; this CPU has no AVX-512 to run it")
     for (M, N, K), a_mode, b_mode in [((6, 32, 40), "packed", "packed"), ((100, 300, 300), "row", "row"),
                                       ((13, 70, 513), "packed", "packed"), ((301, 37, 200), "trans", "packed"),
-                                      ((4, 1000, 300), "row", "packed"), ((64, 48, 1), "row", "row")]:
+                                      ((4, 1000, 300), "row", "packed"), ((64, 48, 1), "row", "row"),
+                                      # last row panels of 2, 3 and 5 rows (phased k loops for 1 and 2)
+                                      ((8, 64, 51), "packed", "packed"), ((9, 64, 33), "packed", "packed"),
+                                      ((35, 96, 70), "row", "packed"), ((49, 64, 300), "packed", "packed")]:
         for act in ("none", "relu", "clamp", "gelu"):
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act=act)
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act=act)

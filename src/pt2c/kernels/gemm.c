@@ -463,16 +463,18 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 /* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
  * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
  * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
- * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded).  The
+ * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded); ROWS
+ * (= mr, or 6: a compile-time constant after inlining) of them are multiplied.  The
  * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
  * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
-static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
-                                        const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
-                                        int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
+PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
+                                                const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
+                                                int accumulate, const pt2c_epilogue *ep, int i0, int j0,
+                                                const float *pfa, const int ROWS)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    int k, i;
+    int k = 0, i;
     for (i = 0; i < mr; i++) {
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
         PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc + 31);
@@ -482,15 +484,54 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
             PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
             PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0 + 31);
         }
-    for (k = 0; k < kc; k++) {
+    /* A last panel of fewer rows (M = 49 pixels, 64 or 128 channels) multiplies only its ROWS
+     * real ones; with one or two, k is split into phases with their own accumulators (the spare
+     * registers) so that 8 FMA chains hide the FMA latency, as in pt2c_gemm_ukernel_body. */
+    if (ROWS == 1) {
+        for (; k + 4 <= kc; k += 4) {
+            if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            c00 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_loadu_ps(b0), c00);
+            c01 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_loadu_ps(b1), c01);
+            c10 = _mm512_fmadd_ps(_mm512_set1_ps(a[PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + bs), c10);
+            c11 = _mm512_fmadd_ps(_mm512_set1_ps(a[PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + bs), c11);
+            c20 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + 2 * bs), c20);
+            c21 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + 2 * bs), c21);
+            c30 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + 3 * bs), c30);
+            c31 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + 3 * bs), c31);
+            a += 4 * PT2C_GEMM_MR;
+            b0 += 4 * bs;
+            b1 += 4 * bs;
+        }
+        c00 = _mm512_add_ps(_mm512_add_ps(c00, c10), _mm512_add_ps(c20, c30));
+        c01 = _mm512_add_ps(_mm512_add_ps(c01, c11), _mm512_add_ps(c21, c31));
+        c10 = c11 = c20 = c21 = c30 = c31 = _mm512_setzero_ps();
+    } else if (ROWS == 2) { /* rows 0, 1 in c00..c11 (even k) and c30..c41 (odd k) */
+        for (; k + 2 <= kc; k += 2) {
+            const __m512 u0 = _mm512_loadu_ps(b0), u1 = _mm512_loadu_ps(b1), v0 = _mm512_loadu_ps(b0 + bs),
+                         v1 = _mm512_loadu_ps(b1 + bs);
+            __m512 av;
+            if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, u0, c00), c01 = _mm512_fmadd_ps(av, u1, c01);
+            av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, u0, c10), c11 = _mm512_fmadd_ps(av, u1, c11);
+            av = _mm512_set1_ps(a[PT2C_GEMM_MR]), c30 = _mm512_fmadd_ps(av, v0, c30), c31 = _mm512_fmadd_ps(av, v1, c31);
+            av = _mm512_set1_ps(a[PT2C_GEMM_MR + 1]), c40 = _mm512_fmadd_ps(av, v0, c40), c41 = _mm512_fmadd_ps(av, v1, c41);
+            a += 2 * PT2C_GEMM_MR;
+            b0 += 2 * bs;
+            b1 += 2 * bs;
+        }
+        c00 = _mm512_add_ps(c00, c30), c01 = _mm512_add_ps(c01, c31);
+        c10 = _mm512_add_ps(c10, c40), c11 = _mm512_add_ps(c11, c41);
+        c30 = c31 = c40 = c41 = _mm512_setzero_ps();
+    }
+    for (; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
         av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);
-        av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
-        av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
-        av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31);
-        av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
-        av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
+        if (ROWS > 1) av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
+        if (ROWS > 2) av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
+        if (ROWS > 3) av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31);
+        if (ROWS > 4) av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
+        if (ROWS > 5) av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
         a += PT2C_GEMM_MR;
         b0 += bs;
         b1 += bs;
@@ -533,6 +574,23 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *PT2C_RESTRICT a, co
         _mm512_storeu_ps(t1 + 64, c41), _mm512_storeu_ps(t0 + 80, c50), _mm512_storeu_ps(t1 + 80, c51);
         pt2c_gemm_store_tile(c, ldc, t0, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0);
         pt2c_gemm_store_tile(c + PT2C_GEMM_NR, ldc, t1, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0 + PT2C_GEMM_NR);
+    }
+}
+
+static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *a, const float *b0, const float *b1, ptrdiff_t bs, float *c,
+                                        int ldc, int mr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
+                                        const float *pfa)
+{
+    switch (mr) {
+#define PT2C_GEMM_CASE(R) \
+    case R: pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R); break
+        PT2C_GEMM_CASE(1);
+        PT2C_GEMM_CASE(2);
+        PT2C_GEMM_CASE(3);
+        PT2C_GEMM_CASE(4);
+        PT2C_GEMM_CASE(5);
+        default: pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, PT2C_GEMM_MR); break;
+#undef PT2C_GEMM_CASE
     }
 }
 #endif
