@@ -82,6 +82,12 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                     jr += NR;
                     continue;
                 }
+                bfn(ctx, buf, pc, kc, jr, nr); /* the last, odd panel: 6 x 16 in zmm */
+                for (ir = 0; ir < mc; ir += MR)
+                    pt2c_gemm_ukernel_x1_avx512(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf, NR,
+                                                C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir), nr,
+                                                pc > 0, epk, ic + ir, jr, PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
+                continue;
 #endif
                 bfn(ctx, buf, pc, kc, jr, nr);
                 for (ir = 0; ir < mc; ir += MR)

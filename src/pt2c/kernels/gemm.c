@@ -460,6 +460,21 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 }
 
 #if defined(PT2C_SIMD_AVX512)
+/* bias, residual and relu / clamp on 16 columns j.. of row i, in the order of pt2c_gemm_store_tile */
+PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm(const pt2c_epilogue *ep, __m512 v, int i, int j)
+{
+    if (ep->bias && ep->bias_per_row)
+        v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[i]));
+    else if (ep->bias)
+        v = _mm512_add_ps(v, _mm512_loadu_ps(ep->bias + j));
+    if (ep->residual) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->residual + (ptrdiff_t)i * ep->ldr + j));
+    if (ep->act == PT2C_ACT_RELU) /* max returns its 2nd operand on NaN: x > 0 ? x : 0 */
+        v = _mm512_max_ps(v, _mm512_setzero_ps());
+    else if (ep->act == PT2C_ACT_CLAMP)
+        v = _mm512_min_ps(_mm512_set1_ps(ep->hi), _mm512_max_ps(_mm512_set1_ps(ep->lo), v));
+    return v;
+}
+
 /* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
  * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
  * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
@@ -537,7 +552,6 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         b1 += bs;
     }
     if (PT2C_GEMM_EP_IN_REGS(ep)) { /* the first mr rows from registers */
-        const __m512 zero = _mm512_setzero_ps();
         __m512 acc[12];
         acc[0] = c00, acc[1] = c01, acc[2] = c10, acc[3] = c11, acc[4] = c20, acc[5] = c21;
         acc[6] = c30, acc[7] = c31, acc[8] = c40, acc[9] = c41, acc[10] = c50, acc[11] = c51;
@@ -545,25 +559,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
             float *r = c + (ptrdiff_t)i * ldc;
             __m512 v0 = acc[2 * i], v1 = acc[2 * i + 1];
             if (accumulate) v0 = _mm512_add_ps(v0, _mm512_loadu_ps(r)), v1 = _mm512_add_ps(v1, _mm512_loadu_ps(r + 16));
-            if (ep) {
-                if (ep->bias && ep->bias_per_row) {
-                    __m512 bb = _mm512_set1_ps(ep->bias[i0 + i]);
-                    v0 = _mm512_add_ps(v0, bb), v1 = _mm512_add_ps(v1, bb);
-                } else if (ep->bias) {
-                    v0 = _mm512_add_ps(v0, _mm512_loadu_ps(ep->bias + j0));
-                    v1 = _mm512_add_ps(v1, _mm512_loadu_ps(ep->bias + j0 + 16));
-                }
-                if (ep->residual) {
-                    const float *rr = ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0;
-                    v0 = _mm512_add_ps(v0, _mm512_loadu_ps(rr)), v1 = _mm512_add_ps(v1, _mm512_loadu_ps(rr + 16));
-                }
-                if (ep->act == PT2C_ACT_RELU) { /* max returns its 2nd operand on NaN: x > 0 ? x : 0 */
-                    v0 = _mm512_max_ps(v0, zero), v1 = _mm512_max_ps(v1, zero);
-                } else if (ep->act == PT2C_ACT_CLAMP) {
-                    __m512 lo = _mm512_set1_ps(ep->lo), hi = _mm512_set1_ps(ep->hi);
-                    v0 = _mm512_min_ps(hi, _mm512_max_ps(lo, v0)), v1 = _mm512_min_ps(hi, _mm512_max_ps(lo, v1));
-                }
-            }
+            if (ep) v0 = pt2c_gemm_ep_zmm(ep, v0, i0 + i, j0), v1 = pt2c_gemm_ep_zmm(ep, v1, i0 + i, j0 + 16);
             _mm512_storeu_ps(r, v0), _mm512_storeu_ps(r + 16, v1);
         }
     } else {
@@ -574,6 +570,84 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         _mm512_storeu_ps(t1 + 64, c41), _mm512_storeu_ps(t0 + 80, c50), _mm512_storeu_ps(t1 + 80, c51);
         pt2c_gemm_store_tile(c, ldc, t0, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0);
         pt2c_gemm_store_tile(c + PT2C_GEMM_NR, ldc, t1, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0 + PT2C_GEMM_NR);
+    }
+}
+
+/* AVX-512: a 6 x 16 tile over one B panel (rows bs floats apart), for the last, odd panel of
+ * a block (16 or fewer columns: Winograd's GEMMs on 14x14 maps have one, 16 tiles; 196 pixels
+ * end in a panel of 4).  One zmm per row where the 8-lane kernel takes two ymm; k is split
+ * into even and odd steps with their own accumulators so that 12 FMA chains hide the latency.
+ * Full-width tiles with a bias/residual/relu/clamp epilogue are stored from registers (same
+ * operation order as pt2c_gemm_store_tile), the rest through pt2c_gemm_store_tile. */
+PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x1_body(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b,
+                                                ptrdiff_t bs, float *c, int ldc, int mr, int nr, int accumulate,
+                                                const pt2c_epilogue *ep, int i0, int j0, const float *pfa,
+                                                const int ROWS)
+{
+    const int MR = PT2C_GEMM_MR;
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    __m512 d0 = c0, d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0;
+    int k = 0, i;
+    if (nr == PT2C_GEMM_NR)
+        for (i = 0; i < mr; i++) {
+            PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
+            if (ep && ep->residual) PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
+        }
+    for (; k + 2 <= kc; k += 2) {
+        const __m512 u = _mm512_loadu_ps(b), v = _mm512_loadu_ps(b + bs);
+        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * MR); /* see PT2C_GEMM_PREFETCH_A */
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), u, c0), d0 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR]), v, d0);
+        if (ROWS > 1) c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), u, c1), d1 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 1]), v, d1);
+        if (ROWS > 2) c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), u, c2), d2 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 2]), v, d2);
+        if (ROWS > 3) c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), u, c3), d3 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 3]), v, d3);
+        if (ROWS > 4) c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), u, c4), d4 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 4]), v, d4);
+        if (ROWS > 5) c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), u, c5), d5 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 5]), v, d5);
+        a += 2 * MR;
+        b += 2 * bs;
+    }
+    if (k < kc) {
+        const __m512 u = _mm512_loadu_ps(b);
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), u, c0);
+        if (ROWS > 1) c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), u, c1);
+        if (ROWS > 2) c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), u, c2);
+        if (ROWS > 3) c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), u, c3);
+        if (ROWS > 4) c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), u, c4);
+        if (ROWS > 5) c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), u, c5);
+    }
+    {
+        __m512 acc[6];
+        acc[0] = _mm512_add_ps(c0, d0), acc[1] = _mm512_add_ps(c1, d1), acc[2] = _mm512_add_ps(c2, d2);
+        acc[3] = _mm512_add_ps(c3, d3), acc[4] = _mm512_add_ps(c4, d4), acc[5] = _mm512_add_ps(c5, d5);
+        if (nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) {
+            for (i = 0; i < mr; i++) {
+                float *r = c + (ptrdiff_t)i * ldc;
+                __m512 v = acc[i];
+                if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(r));
+                if (ep) v = pt2c_gemm_ep_zmm(ep, v, i0 + i, j0);
+                _mm512_storeu_ps(r, v);
+            }
+        } else {
+            float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
+            for (i = 0; i < PT2C_GEMM_MR; i++) _mm512_storeu_ps(t + i * PT2C_GEMM_NR, acc[i]);
+            pt2c_gemm_store_tile(c, ldc, t, mr, nr, accumulate, ep, i0, j0);
+        }
+    }
+}
+
+static void pt2c_gemm_ukernel_x1_avx512(int kc, const float *a, const float *b, ptrdiff_t bs, float *c, int ldc, int mr,
+                                        int nr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
+                                        const float *pfa)
+{
+    switch (mr) {
+#define PT2C_GEMM_CASE(R) \
+    case R: pt2c_gemm_ukernel_x1_body(kc, a, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, pfa, R); break
+        PT2C_GEMM_CASE(1);
+        PT2C_GEMM_CASE(2);
+        PT2C_GEMM_CASE(3);
+        PT2C_GEMM_CASE(4);
+        PT2C_GEMM_CASE(5);
+        default: pt2c_gemm_ukernel_x1_body(kc, a, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, pfa, PT2C_GEMM_MR); break;
+#undef PT2C_GEMM_CASE
     }
 }
 
@@ -847,6 +921,16 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                                                         pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL);
                         }
                         jr += NR;
+                        continue;
+                    }
+                    if (!a_direct) { /* the last, odd panel: 6 x 16 in zmm */
+                        const float *bq = b_direct && nr < NR ? bbuf : bj;
+                        const ptrdiff_t bsq = b_direct && nr < NR ? NR : bs;
+                        for (ir = 0; ir < mc; ir += MR)
+                            pt2c_gemm_ukernel_x1_avx512(kc, ap + (ir / MR) * aps, bq, bsq,
+                                                        C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
+                                                        PT2C_MIN(MR, mc - ir), nr, acc, epk, ic + ir, jc + jr,
+                                                        pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL);
                         continue;
                     }
 #endif
