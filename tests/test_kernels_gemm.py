@@ -286,7 +286,7 @@ def test_gemm_naive(lib):
 # N, C, H, W, OC, KH, KW, stride, pad, dilation, groups, depthwise, residual+act
 CONV_CASES = [
     (2, 8, 9, 11, 16, 1, 1, 1, 0, 1, 1, False, False),     # pointwise: input used directly as B
-    (1, 16, 7, 7, 33, 1, 1, 2, 0, 1, 1, False, True),      # strided 1x1: im2col path
+    (1, 16, 7, 7, 33, 1, 1, 2, 0, 1, 1, False, True),      # strided 1x1: the input subsampled first
     (2, 5, 12, 10, 13, 3, 3, 1, 1, 1, 1, False, False),
     (1, 6, 15, 17, 7, 3, 3, 2, 1, 1, 1, False, True),
     (1, 3, 32, 30, 8, 7, 7, 2, 3, 1, 1, False, False),
@@ -316,6 +316,8 @@ CONV_CASES = [
     (1, 6, 23, 19, 6, 5, 5, 2, 2, 1, 6, True, True),       # depthwise 5x5 stride 2 (EfficientNet)
     (1, 2, 400, 30, 2, 3, 3, 2, 1, 1, 2, True, True),      # depthwise stride 2, several bands
     (1, 3, 11, 12, 3, 3, 3, 3, 1, 1, 3, True, False),      # depthwise stride 3
+    (2, 6, 29, 61, 20, 1, 1, 2, 0, 1, 2, False, True),     # strided 1x1 subsampled: W odd (vector and scalar columns), groups 2
+    (1, 4, 20, 19, 9, 1, 1, 3, 0, 1, 1, False, False),     # strided 1x1 subsampled: stride 3
 ]
 # depthwise 3x3 stride 2 pad 1 with OW >= 16: rows split into even and odd columns
 DW_S2_CASES = [

@@ -265,6 +265,37 @@ static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int ph, int pw)
 }
 #define PT2C_CONV_PANEL_FLOATS (2 * PT2C_GEMM_KC * PT2C_GEMM_NR + PT2C_GEMM_NR)
 
+/* 1x1 convs with a stride and no padding (ResNet's downsampling): the input is subsampled once
+ * into scratch (at most PT2C_CONV_PAD_FLOATS), then read in place as by a stride-1 1x1 conv.  As
+ * im2col, the 16-pixel panels crossed output rows, and such panels were gathered one pixel at a
+ * time: a quarter of the conv's time. */
+static int pt2c_conv_is_strided_pointwise(int Cg, int KH, int KW, int sh, int sw, int ph, int pw, int OH, int OW)
+{
+    return KH == 1 && KW == 1 && ph == 0 && pw == 0 && (sh > 1 || sw > 1) &&
+           (size_t)Cg * OH * OW <= (size_t)PT2C_CONV_PAD_FLOATS;
+}
+
+/* xs[c][oh][ow] = x[c][oh*sh][ow*sw] for Cg planes of H x W */
+static void pt2c_conv_subsample(float *PT2C_RESTRICT xs, const float *PT2C_RESTRICT x, int Cg, int H, int W, int sh,
+                                int sw, int OH, int OW)
+{
+    int c;
+    PT2C_OMP(parallel for schedule(static) if ((long)Cg * OH * OW > 65536L))
+    for (c = 0; c < Cg; c++) {
+        int oh, ow;
+        for (oh = 0; oh < OH; oh++) {
+            const float *PT2C_RESTRICT row = x + ((ptrdiff_t)c * H + (ptrdiff_t)oh * sh) * W;
+            float *PT2C_RESTRICT d = xs + ((ptrdiff_t)c * OH + oh) * OW;
+            ow = 0;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+            if (sw == 2)
+                for (; 2 * ow + 16 <= W; ow += 8) _mm256_storeu_ps(d + ow, pt2c_evens8(row + 2 * ow));
+#endif
+            for (; ow < OW; ow++) d[ow] = row[(ptrdiff_t)ow * sw];
+        }
+    }
+}
+
 PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph,
                                               int pw, int dh, int dw, int groups, int OH, int OW)
 {
@@ -272,6 +303,8 @@ PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int K
     (void)dh, (void)dw;
     if (OHW <= 0 || OCg <= 0) return 0;
     if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
+    if (pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, OH, OW))
+        return pt2c_gemm_round16((size_t)Cg * OHW) + pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
     return pt2c_conv_pad_floats(Cg, H, W, ph, pw) + (size_t)PT2C_MAX_THREADS * PT2C_CONV_PANEL_FLOATS;
 }
 
@@ -282,6 +315,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
     const int Cg = C / groups, OCg = OC / groups, Kg = Cg * KH * KW, OHW = OH * OW;
     const ptrdiff_t wg_size = (ptrdiff_t)(OCg + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * Kg;
     const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
+    const int spw = pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, OH, OW);
     int n, g;
     if (OHW <= 0 || OCg <= 0) return;
     for (n = 0; n < N; n++) {
@@ -300,6 +334,10 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
             }
             if (pointwise) {
                 pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, in_g, H * W, 1, 0, OCg, OHW, Kg, et, scratch);
+            } else if (spw) {
+                pt2c_conv_subsample(scratch, in_g, Cg, H, W, sh, sw, OH, OW);
+                pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, scratch, OHW, 1, 0, OCg, OHW, Kg, et,
+                           scratch + pt2c_gemm_round16((size_t)Cg * OHW));
             } else {
                 /* chunks of the output pixels' panels, a few per thread, handed out dynamically;
                  * each thread gathers its micro-panels of columns as its GEMM needs them */

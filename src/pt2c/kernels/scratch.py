@@ -71,6 +71,8 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
         return 0
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
         return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
+    if KH == 1 and KW == 1 and ph == 0 and pw == 0 and Cg * OHW <= CONV_PAD_FLOATS:  # strided 1x1: subsampled input
+        return _r16(Cg * OHW) + sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
     pad = Cg * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
     pad = _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
     return pad + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
