@@ -58,7 +58,7 @@ void t_wino(float *out, const float *in, const float *u, const float *bias, cons
 }
 size_t t_smallp_scratch(const int *s)
 {
-    return pt2c_conv2d_smallp_scratch_floats(s[1], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
+    return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
 }
 void t_smallp(float *out, const float *in, const float *wt, const float *bias, const float *res, int act, const int *s,
               float *scratch)
@@ -351,7 +351,7 @@ def run_conv(lib, case, smallp=False):
         scratch = np.full(max(1, lib.t_smallp_scratch(_ptr(sizes))), np.nan, np.float32)
         from pt2c.kernels import scratch as S
 
-        assert S.conv2d_smallp_scratch_floats(c, oc, kh, kw, s, s, p, p, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
+        assert S.conv2d_smallp_scratch_floats(c, h, w, oc, kh, kw, s, s, p, p, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
         lib.t_smallp(_ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), 1 if fused else 0, _ptr(sizes),
                      _ptr(scratch))
         _check(out, ref, f"conv smallp {case}")
@@ -430,6 +430,8 @@ SMALLP_CASES = [
     (1, 16, 6, 6, 20, 1, 1, 1, 0, 1, 1, False, True),      # pointwise: the input is A, packed by the GEMM
     (1, 8, 9, 11, 16, 1, 1, 2, 0, 1, 1, False, False),     # strided 1x1: im2col in 6-row panels
     (1, 5, 4, 3, 7, 3, 3, 1, 2, 2, 1, False, True),        # dilation 2, padding 2
+    (1, 3, 7, 7, 5, 3, 3, 2, 0, 1, 1, False, True),        # no padding: taps straight from the input
+    (1, 120000, 1, 1, 3, 3, 3, 1, 1, 1, 1, False, False),  # padded copy over its limit: bounds-checked taps
 ]
 
 

@@ -384,15 +384,16 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
  * channels fill whole 16-wide panels, and W^T is pre-packed as the B operand
  * (layout.py: pack_conv_weight_t).  outT lands in scratch and is transposed
  * into NCHW with the epilogue.  Ungrouped convolutions only. */
-PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int OC, int KH, int KW, int sh, int sw, int ph, int pw,
-                                                     int OH, int OW)
+PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw,
+                                                     int ph, int pw, int OH, int OW)
 {
     size_t P = (size_t)OH * OW, K = (size_t)C * KH * KW;
     size_t outT = (P * (size_t)OC + 15) & ~(size_t)15;
     if (P == 0 || OC <= 0) return 0;
     if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) /* A = the input itself, packed by the GEMM */
         return outT + pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)K, 0, 1);
-    return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K;
+    /* the packed im2col, then the zero-padded input (none when unpadded or over its limit) */
+    return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K + pt2c_conv_pad_floats(C, H, W, ph, pw);
 }
 
 /* im2col of one MR-wide panel of pixels [p0, p0+np) (all rows k) for pt2c_conv2d_smallp: each
@@ -421,12 +422,35 @@ static void pt2c_im2col_panel_px(float *PT2C_RESTRICT dst, const float *PT2C_RES
     }
 }
 
+/* The same from planes of Hp x Wp where every tap is inside (the zero-padded copy, or an input
+ * without padding): each pixel's offset is worked out once, then every tap is MR plain loads
+ * (pixels past the last repeat the panel's first). */
+static void pt2c_im2col_panel_px_in(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT x, int p0, int np, int C,
+                                    int Hp, int Wp, int KH, int KW, int sh, int sw, int dh, int dw, int OW)
+{
+    ptrdiff_t off[PT2C_GEMM_MR];
+    int c, kh, kw, t;
+    for (t = 0; t < PT2C_GEMM_MR; t++) {
+        const int p = p0 + (t < np ? t : 0);
+        off[t] = (ptrdiff_t)(p / OW) * sh * Wp + (ptrdiff_t)(p % OW) * sw;
+    }
+    for (c = 0; c < C; c++)
+        for (kh = 0; kh < KH; kh++) {
+            const float *row = x + ((ptrdiff_t)c * Hp + (ptrdiff_t)kh * dh) * Wp;
+            for (kw = 0; kw < KW; kw++, dst += PT2C_GEMM_MR) {
+                const float *tap = row + (ptrdiff_t)kw * dw;
+                for (t = 0; t < PT2C_GEMM_MR; t++) dst[t] = tap[off[t]];
+            }
+        }
+}
+
 PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt_packed, const pt2c_epilogue *ep, int N,
                                     int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
                                     int dw, int OH, int OW, float *scratch)
 {
     const int P = OH * OW, K = C * KH * KW;
     const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
+    const size_t pad_floats = pt2c_conv_pad_floats(C, H, W, ph, pw);
     float *outT = scratch, *col = scratch + (((size_t)P * OC + 15) & ~(size_t)15);
     int n;
     if (P <= 0 || OC <= 0) return;
@@ -439,12 +463,22 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             /* A(p, c) = in[c*P + p]: the GEMM packs it */
             pt2c_sgemm(outT, OC, in_n, 1, P, 0, wt_packed, 0, 0, 1, P, OC, K, NULL, col);
         } else {
-            int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, p;
+            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, padded = ph > 0 || pw > 0;
+            const int inside = !padded || pad_floats > 0; /* every tap inside a plane of the input or its copy */
+            float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
+            int p;
+            if (padded && inside) pt2c_conv_pad(xp, in_n, C, H, W, ph, pw);
             PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)npan * K > 65536L))
-            for (p = 0; p < npan; p++)
-                pt2c_im2col_panel_px(col + (ptrdiff_t)p * PT2C_GEMM_MR * K, in_n, p * PT2C_GEMM_MR,
-                                     PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR), C, H, W, KH, KW, sh, sw, ph, pw,
-                                     dh, dw, OW);
+            for (p = 0; p < npan; p++) {
+                float *dst = col + (ptrdiff_t)p * PT2C_GEMM_MR * K;
+                const int np = PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR);
+                if (inside)
+                    pt2c_im2col_panel_px_in(dst, padded ? xp : in_n, p * PT2C_GEMM_MR, np, C, H + 2 * ph, W + 2 * pw,
+                                            KH, KW, sh, sw, dh, dw, OW);
+                else
+                    pt2c_im2col_panel_px(dst, in_n, p * PT2C_GEMM_MR, np, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw,
+                                         OW);
+            }
             pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
         }
         /* NCHW, with bias, residual and activation (same order as the GEMM epilogue) */

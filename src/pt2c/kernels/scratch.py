@@ -64,6 +64,12 @@ def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packe
     return best
 
 
+def _conv_pad_floats(C: int, H: int, W: int, ph: int, pw: int) -> int:
+    """pt2c_conv_pad_floats: the zero-padded copy of the input, if padded and within CONV_PAD_FLOATS."""
+    pad = C * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
+    return _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
+
+
 def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
                           dh: int, dw: int, groups: int, OH: int, OW: int) -> int:
     Cg, OCg, OHW = C // groups, OC // groups, OH * OW
@@ -73,20 +79,18 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
         return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
     if KH == 1 and KW == 1 and ph == 0 and pw == 0 and Cg * OHW <= CONV_PAD_FLOATS:  # strided 1x1: subsampled input
         return _r16(Cg * OHW) + sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
-    pad = Cg * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
-    pad = _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
-    return pad + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
+    return _conv_pad_floats(Cg, H, W, ph, pw) + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
 
 
-def conv2d_smallp_scratch_floats(C: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int, OH: int,
-                                 OW: int) -> int:
+def conv2d_smallp_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int,
+                                 pw: int, OH: int, OW: int) -> int:
     P, K = OH * OW, C * KH * KW
     if P <= 0 or OC <= 0:
         return 0
     out_t = _r16(P * OC)
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
         return out_t + sgemm_scratch_floats(P, OC, K, a_packed=False, b_packed=True)
-    return out_t + (P + MR - 1) // MR * MR * K
+    return out_t + (P + MR - 1) // MR * MR * K + _conv_pad_floats(C, H, W, ph, pw)  # im2col, the padded input
 
 
 def _wino_block_tiles(C: int, OC: int, P: int) -> int:

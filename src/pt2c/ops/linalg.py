@@ -300,8 +300,8 @@ def _conv_scratch(node: Node) -> int:
     if at.get("winograd"):
         return 4 * scratch.conv2d_wino_scratch_floats(x.shape[1], out.shape[1], out.shape[2], out.shape[3])
     if at.get("smallp"):
-        return 4 * scratch.conv2d_smallp_scratch_floats(x.shape[1], out.shape[1], *at["kernel"], *at["stride"],
-                                                        *at["padding"], out.shape[2], out.shape[3])
+        return 4 * scratch.conv2d_smallp_scratch_floats(x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"],
+                                                        *at["stride"], *at["padding"], out.shape[2], out.shape[3])
     return 4 * scratch.conv2d_scratch_floats(x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"],
                                             *at["padding"], *at["dilation"], at["groups"], out.shape[2], out.shape[3])
 
@@ -314,7 +314,8 @@ def _conv_scratch_c(node: Node) -> str:
     if at.get("winograd"):
         return f"4 * pt2c_conv2d_wino_scratch_floats({x.shape[1]}, {out.shape[1]}, {out.shape[2]}, {out.shape[3]})"
     if at.get("smallp"):
-        args = [x.shape[1], out.shape[1], *at["kernel"], *at["stride"], *at["padding"], out.shape[2], out.shape[3]]
+        args = [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"], *at["padding"],
+                out.shape[2], out.shape[3]]
         return f"4 * pt2c_conv2d_smallp_scratch_floats({', '.join(map(str, args))})"
     args = [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"], *at["padding"],
             *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
