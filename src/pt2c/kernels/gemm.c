@@ -399,64 +399,50 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
 #endif
 }
 
+/* Calls CALL(R) with R = mr for a last row panel of 1-5 rows, else R = MR: each a compile-time
+ * constant, so every row count gets its own specialised copy of an inlined micro-kernel body. */
+#define PT2C_GEMM_BY_ROWS(mr, CALL)     \
+    switch (mr) {                       \
+    case 1: CALL(1); break;             \
+    case 2: CALL(2); break;             \
+    case 3: CALL(3); break;             \
+    case 4: CALL(4); break;             \
+    case 5: CALL(5); break;             \
+    default: CALL(PT2C_GEMM_MR); break; \
+    }
+
 /* Packed-A micro-kernel.  The panel is zero-padded to MR rows, but a last panel with fewer rows
  * (M not a multiple of 6: 64 channels, 49 pixels) multiplies only its mr real ones. */
 static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, float *c, int ldc, int mr, int nr,
                                      int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
 {
-    switch (mr) {
-#define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, pfa); break
-        PT2C_GEMM_CASE(1);
-        PT2C_GEMM_CASE(2);
-        PT2C_GEMM_CASE(3);
-        PT2C_GEMM_CASE(4);
-        PT2C_GEMM_CASE(5);
-        default:
-            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, PT2C_GEMM_MR,
-                                   pfa);
-            break;
-#undef PT2C_GEMM_CASE
-    }
+#define PT2C_GEMM_ROWS_CALL(R) \
+    pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, \
+        j0, R, pfa)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
 }
 
 /* Packed-A micro-kernel on 16 columns of a B read in place, rows bs floats apart. */
 static void pt2c_gemm_ukernel_bdirect(int kc, const float *a, const float *b, ptrdiff_t bs, float *c, int ldc, int mr,
                                       int accumulate, const pt2c_epilogue *ep, int i0, int j0)
 {
-    switch (mr) {
-#define PT2C_GEMM_CASE(R) \
-    case R:                                                                                                    \
-        pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0, R, NULL); \
-        break
-        PT2C_GEMM_CASE(1);
-        PT2C_GEMM_CASE(2);
-        PT2C_GEMM_CASE(3);
-        PT2C_GEMM_CASE(4);
-        PT2C_GEMM_CASE(5);
-        default:
-            pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, j0,
-                                   PT2C_GEMM_MR, NULL);
-            break;
-#undef PT2C_GEMM_CASE
-    }
+#define PT2C_GEMM_ROWS_CALL(R) \
+    pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, \
+        j0, R, NULL)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
 }
 
 /* Strided-A micro-kernel: reads exactly mr rows, so nothing past M is touched. */
 static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptrdiff_t acs, const float *b, float *c,
                                       int ldc, int mr, int nr, int accumulate, const pt2c_epilogue *ep, int i0, int j0)
 {
-    switch (mr) {
-#define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, NULL); break
-        PT2C_GEMM_CASE(1);
-        PT2C_GEMM_CASE(2);
-        PT2C_GEMM_CASE(3);
-        PT2C_GEMM_CASE(4);
-        PT2C_GEMM_CASE(5);
-        default: pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, 6, NULL); break;
-#undef PT2C_GEMM_CASE
-    }
+#define PT2C_GEMM_ROWS_CALL(R) \
+    pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, \
+        NULL)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
 }
 
 #if defined(PT2C_SIMD_AVX512)
@@ -638,34 +624,18 @@ static void pt2c_gemm_ukernel_x1_avx512(int kc, const float *a, const float *b, 
                                         int nr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
                                         const float *pfa)
 {
-    switch (mr) {
-#define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_x1_body(kc, a, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, pfa, R); break
-        PT2C_GEMM_CASE(1);
-        PT2C_GEMM_CASE(2);
-        PT2C_GEMM_CASE(3);
-        PT2C_GEMM_CASE(4);
-        PT2C_GEMM_CASE(5);
-        default: pt2c_gemm_ukernel_x1_body(kc, a, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, pfa, PT2C_GEMM_MR); break;
-#undef PT2C_GEMM_CASE
-    }
+#define PT2C_GEMM_ROWS_CALL(R) pt2c_gemm_ukernel_x1_body(kc, a, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, pfa, R)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
 }
 
 static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *a, const float *b0, const float *b1, ptrdiff_t bs, float *c,
                                         int ldc, int mr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
                                         const float *pfa)
 {
-    switch (mr) {
-#define PT2C_GEMM_CASE(R) \
-    case R: pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R); break
-        PT2C_GEMM_CASE(1);
-        PT2C_GEMM_CASE(2);
-        PT2C_GEMM_CASE(3);
-        PT2C_GEMM_CASE(4);
-        PT2C_GEMM_CASE(5);
-        default: pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, PT2C_GEMM_MR); break;
-#undef PT2C_GEMM_CASE
-    }
+#define PT2C_GEMM_ROWS_CALL(R) pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
 }
 #endif
 
