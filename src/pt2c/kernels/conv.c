@@ -789,6 +789,18 @@ PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, in
     return (size_t)PT2C_MAX_THREADS * pt2c_dw_thread_floats(OW, KH, KW, sh, dh, pt2c_dw_plan(OH, OW, KH, KW, sh, sw, dh, dw));
 }
 
+#if defined(PT2C_SIMD_AVX512)
+/* bias + sum_k w[k] * x[k] over 16 lanes, in two FMA chains */
+PT2C_GEMM_INLINE __m512 pt2c_dw_sum9_16(const __m512 *w, __m512 bv, const __m512 *x)
+{
+    __m512 a0 = _mm512_fmadd_ps(w[0], x[0], bv), a1 = _mm512_mul_ps(w[1], x[1]);
+    a0 = _mm512_fmadd_ps(w[2], x[2], a0), a1 = _mm512_fmadd_ps(w[3], x[3], a1);
+    a0 = _mm512_fmadd_ps(w[4], x[4], a0), a1 = _mm512_fmadd_ps(w[5], x[5], a1);
+    a0 = _mm512_fmadd_ps(w[6], x[6], a0), a1 = _mm512_fmadd_ps(w[7], x[7], a1);
+    return _mm512_add_ps(_mm512_fmadd_ps(w[8], x[8], a0), a1);
+}
+#endif
+
 /* o[p] = bias + sum_k w[k] * t_k[p] for p in [0, n): the nine taps of a 3x3 depthwise conv in
  * registers */
 PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *t, const float *wk, float bias,
@@ -796,25 +808,24 @@ PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *
 {
     ptrdiff_t p = 0;
 #if defined(PT2C_SIMD_AVX512)
-    {
-        const __m512 bv = _mm512_set1_ps(bias), v0 = _mm512_set1_ps(wk[0]), v1 = _mm512_set1_ps(wk[1]),
-                     v2 = _mm512_set1_ps(wk[2]), v3 = _mm512_set1_ps(wk[3]), v4 = _mm512_set1_ps(wk[4]),
-                     v5 = _mm512_set1_ps(wk[5]), v6 = _mm512_set1_ps(wk[6]), v7 = _mm512_set1_ps(wk[7]),
-                     v8 = _mm512_set1_ps(wk[8]);
+    { /* 16 at a time (loads folded into the FMAs), the last n - p < 16 with masked loads and store */
+        __m512 w[9], x[9];
+        const __m512 bv = _mm512_set1_ps(bias);
+        int k;
+        for (k = 0; k < 9; k++) w[k] = _mm512_set1_ps(wk[k]);
         for (; p + 16 <= n; p += 16) {
-            __m512 a0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(t[0] + p), bv);
-            __m512 a1 = _mm512_mul_ps(v1, _mm512_loadu_ps(t[1] + p));
-            a0 = _mm512_fmadd_ps(v2, _mm512_loadu_ps(t[2] + p), a0);
-            a1 = _mm512_fmadd_ps(v3, _mm512_loadu_ps(t[3] + p), a1);
-            a0 = _mm512_fmadd_ps(v4, _mm512_loadu_ps(t[4] + p), a0);
-            a1 = _mm512_fmadd_ps(v5, _mm512_loadu_ps(t[5] + p), a1);
-            a0 = _mm512_fmadd_ps(v6, _mm512_loadu_ps(t[6] + p), a0);
-            a1 = _mm512_fmadd_ps(v7, _mm512_loadu_ps(t[7] + p), a1);
-            a0 = _mm512_fmadd_ps(v8, _mm512_loadu_ps(t[8] + p), a0);
-            _mm512_storeu_ps(o + p, _mm512_add_ps(a0, a1));
+            x[0] = _mm512_loadu_ps(t[0] + p), x[1] = _mm512_loadu_ps(t[1] + p), x[2] = _mm512_loadu_ps(t[2] + p);
+            x[3] = _mm512_loadu_ps(t[3] + p), x[4] = _mm512_loadu_ps(t[4] + p), x[5] = _mm512_loadu_ps(t[5] + p);
+            x[6] = _mm512_loadu_ps(t[6] + p), x[7] = _mm512_loadu_ps(t[7] + p), x[8] = _mm512_loadu_ps(t[8] + p);
+            _mm512_storeu_ps(o + p, pt2c_dw_sum9_16(w, bv, x));
+        }
+        if (p < n) {
+            const __mmask16 m = (__mmask16)((1u << (n - p)) - 1);
+            for (k = 0; k < 9; k++) x[k] = _mm512_maskz_loadu_ps(m, t[k] + p);
+            _mm512_mask_storeu_ps(o + p, m, pt2c_dw_sum9_16(w, bv, x));
         }
     }
-#endif
+#else
 #if defined(PT2C_GEMM_VEC)
     const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
                   w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
@@ -836,6 +847,7 @@ PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *
     for (; p < n; p++)
         o[p] = bias + wk[0] * t[0][p] + wk[1] * t[1][p] + wk[2] * t[2][p] + wk[3] * t[3][p] + wk[4] * t[4][p] +
                wk[5] * t[5][p] + wk[6] * t[6][p] + wk[7] * t[7][p] + wk[8] * t[8][p];
+#endif
 }
 
 /* The direct path for one plane (see above): op = bias + taps, before residual / activation. */
@@ -985,34 +997,8 @@ static void pt2c_dw_plane_s2(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT
             const float *sr = r == 0 ? prev : r == 1 ? even : next;
             t[3 * r] = sr + OWV, t[3 * r + 1] = sr, t[3 * r + 2] = sr + OWV + 1;
         }
-#if defined(PT2C_SIMD_AVX512)
-        {
-            const __m512 w0 = _mm512_set1_ps(wk[0]), w1 = _mm512_set1_ps(wk[1]), w2 = _mm512_set1_ps(wk[2]),
-                         w3 = _mm512_set1_ps(wk[3]), w4 = _mm512_set1_ps(wk[4]), w5 = _mm512_set1_ps(wk[5]),
-                         w6 = _mm512_set1_ps(wk[6]), w7 = _mm512_set1_ps(wk[7]), w8 = _mm512_set1_ps(wk[8]);
-            const __m512 bv = _mm512_set1_ps(bias);
-            float *orow = op + (ptrdiff_t)oh * OW;
-            int p;
-            for (p = 0; p < OW; p += 16) {
-                __m512 a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(t[0] + p), bv);
-                __m512 a1 = _mm512_mul_ps(w1, _mm512_loadu_ps(t[1] + p));
-                a0 = _mm512_fmadd_ps(w2, _mm512_loadu_ps(t[2] + p), a0);
-                a1 = _mm512_fmadd_ps(w3, _mm512_loadu_ps(t[3] + p), a1);
-                a0 = _mm512_fmadd_ps(w4, _mm512_loadu_ps(t[4] + p), a0);
-                a1 = _mm512_fmadd_ps(w5, _mm512_loadu_ps(t[5] + p), a1);
-                a0 = _mm512_fmadd_ps(w6, _mm512_loadu_ps(t[6] + p), a0);
-                a1 = _mm512_fmadd_ps(w7, _mm512_loadu_ps(t[7] + p), a1);
-                a0 = _mm512_fmadd_ps(w8, _mm512_loadu_ps(t[8] + p), a0);
-                if (p + 16 <= OW)
-                    _mm512_storeu_ps(orow + p, _mm512_add_ps(a0, a1));
-                else
-                    _mm512_mask_storeu_ps(orow + p, (__mmask16)((1u << (OW - p)) - 1), _mm512_add_ps(a0, a1));
-            }
-        }
-#else
         /* whole vectors run into the next row, which is written after; the last row stops at OW */
         pt2c_dw_taps9(op + (ptrdiff_t)oh * OW, t, wk, bias, oh + 1 < OH ? OWV : OW);
-#endif
         prev = next;
     }
 }
