@@ -276,12 +276,40 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
 }
 #endif
 
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+/* pt2c_gemm_ep_row on the columns that masks m0 (j..j+7) and m1 (j+8..j+15) select; the others
+ * are not read */
+PT2C_GEMM_INLINE void pt2c_gemm_ep_row_m(const pt2c_epilogue *ep, __m256 *v0, __m256 *v1, int i, int j, __m256i m0,
+                                         __m256i m1)
+{
+    if (ep->bias) {
+        if (ep->bias_per_row) {
+            __m256 b = _mm256_set1_ps(ep->bias[i]);
+            *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
+        } else {
+            *v0 = _mm256_add_ps(*v0, _mm256_maskload_ps(ep->bias + j, m0));
+            *v1 = _mm256_add_ps(*v1, _mm256_maskload_ps(ep->bias + j + 8, m1));
+        }
+    }
+    if (ep->residual) {
+        const float *r = ep->residual + (ptrdiff_t)i * ep->ldr + j;
+        *v0 = _mm256_add_ps(*v0, _mm256_maskload_ps(r, m0)), *v1 = _mm256_add_ps(*v1, _mm256_maskload_ps(r + 8, m1));
+    }
+    if (ep->act == PT2C_ACT_RELU) {
+        *v0 = PT2C_V8_RELU(*v0), *v1 = PT2C_V8_RELU(*v1);
+    } else if (ep->act == PT2C_ACT_CLAMP) {
+        __m256 lo = _mm256_set1_ps(ep->lo), hi = _mm256_set1_ps(ep->hi);
+        *v0 = PT2C_V8_CLAMP(*v0, lo, hi), *v1 = PT2C_V8_CLAMP(*v1, lo, hi);
+    }
+}
+#endif
+
 /* ROWS x 16 tile over kc steps.  A(i,k) = a[i*ars + k*acs] (packed panel:
  * ars=1, acs=MR), b is a packed NR-wide panel.  ROWS is a compile-time
- * constant after inlining, so the unused rows vanish.  Full-width tiles (any
- * number of rows) without an epilogue or with a bias/residual/relu/clamp
- * epilogue are stored straight from registers; everything else goes through
- * pt2c_gemm_store_tile. */
+ * constant after inlining, so the unused rows vanish.  Tiles (any number of
+ * rows) without an epilogue or with a bias/residual/relu/clamp epilogue are
+ * stored straight from registers (partial panels on x86 through masked loads
+ * and stores); everything else goes through pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                              const float *PT2C_RESTRICT b, ptrdiff_t bs, float *c, int ldc, int mr, int nr,
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
@@ -369,6 +397,25 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         if (ROWS > 4 && mr > 4) { PT2C_GEMM_PUT(4, c40, c41); }
         if (ROWS > 5 && mr > 5) { PT2C_GEMM_PUT(5, c50, c51); }
 #undef PT2C_GEMM_PUT
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+    } else if (PT2C_GEMM_EP_IN_REGS(ep)) { /* a partial panel: masked loads and stores */
+        const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), iota);
+        const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), iota);
+        float *r;
+#define PT2C_GEMM_PUT(ROW, V0, V1)                                                  \
+        r = c + (ptrdiff_t)(ROW) * ldc;                                             \
+        if (accumulate) V0 = PT2C_V8_ADD(V0, _mm256_maskload_ps(r, m0)), V1 = PT2C_V8_ADD(V1, _mm256_maskload_ps(r + 8, m1)); \
+        if (ep) pt2c_gemm_ep_row_m(ep, &V0, &V1, i0 + (ROW), j0, m0, m1);           \
+        _mm256_maskstore_ps(r, m0, V0), _mm256_maskstore_ps(r + 8, m1, V1)
+        PT2C_GEMM_PUT(0, c00, c01);
+        if (ROWS > 1 && mr > 1) { PT2C_GEMM_PUT(1, c10, c11); }
+        if (ROWS > 2 && mr > 2) { PT2C_GEMM_PUT(2, c20, c21); }
+        if (ROWS > 3 && mr > 3) { PT2C_GEMM_PUT(3, c30, c31); }
+        if (ROWS > 4 && mr > 4) { PT2C_GEMM_PUT(4, c40, c41); }
+        if (ROWS > 5 && mr > 5) { PT2C_GEMM_PUT(5, c50, c51); }
+#undef PT2C_GEMM_PUT
+#endif
     } else {
         float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
         PT2C_V8_STORE(t + 0, c00), PT2C_V8_STORE(t + 8, c01);
@@ -446,19 +493,25 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 }
 
 #if defined(PT2C_SIMD_AVX512)
-/* bias, residual and relu / clamp on 16 columns j.. of row i, in the order of pt2c_gemm_store_tile */
-PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm(const pt2c_epilogue *ep, __m512 v, int i, int j)
+/* bias, residual and relu / clamp on the columns j.. of row i that mask m selects (the others are
+ * not read), in the order of pt2c_gemm_store_tile */
+PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm_m(const pt2c_epilogue *ep, __m512 v, int i, int j, __mmask16 m)
 {
     if (ep->bias && ep->bias_per_row)
         v = _mm512_add_ps(v, _mm512_set1_ps(ep->bias[i]));
     else if (ep->bias)
-        v = _mm512_add_ps(v, _mm512_loadu_ps(ep->bias + j));
-    if (ep->residual) v = _mm512_add_ps(v, _mm512_loadu_ps(ep->residual + (ptrdiff_t)i * ep->ldr + j));
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep->bias + j));
+    if (ep->residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, ep->residual + (ptrdiff_t)i * ep->ldr + j));
     if (ep->act == PT2C_ACT_RELU) /* max returns its 2nd operand on NaN: x > 0 ? x : 0 */
         v = _mm512_max_ps(v, _mm512_setzero_ps());
     else if (ep->act == PT2C_ACT_CLAMP)
         v = _mm512_min_ps(_mm512_set1_ps(ep->hi), _mm512_max_ps(_mm512_set1_ps(ep->lo), v));
     return v;
+}
+
+PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm(const pt2c_epilogue *ep, __m512 v, int i, int j)
+{
+    return pt2c_gemm_ep_zmm_m(ep, v, i, j, (__mmask16)0xFFFF);
 }
 
 /* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
@@ -563,8 +616,9 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
  * a block (16 or fewer columns: Winograd's GEMMs on 14x14 maps have one, 16 tiles; 196 pixels
  * end in a panel of 4).  One zmm per row where the 8-lane kernel takes two ymm; k is split
  * into even and odd steps with their own accumulators so that 12 FMA chains hide the latency.
- * Full-width tiles with a bias/residual/relu/clamp epilogue are stored from registers (same
- * operation order as pt2c_gemm_store_tile), the rest through pt2c_gemm_store_tile. */
+ * Tiles with a bias/residual/relu/clamp epilogue are stored from registers, a partial panel's
+ * through masked loads and stores (same operation order as pt2c_gemm_store_tile); other
+ * epilogues go through pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x1_body(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b,
                                                 ptrdiff_t bs, float *c, int ldc, int mr, int nr, int accumulate,
                                                 const pt2c_epilogue *ep, int i0, int j0, const float *pfa,
@@ -604,13 +658,14 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x1_body(int kc, const float *PT2C_RESTRI
         __m512 acc[6];
         acc[0] = _mm512_add_ps(c0, d0), acc[1] = _mm512_add_ps(c1, d1), acc[2] = _mm512_add_ps(c2, d2);
         acc[3] = _mm512_add_ps(c3, d3), acc[4] = _mm512_add_ps(c4, d4), acc[5] = _mm512_add_ps(c5, d5);
-        if (nr == PT2C_GEMM_NR && PT2C_GEMM_EP_IN_REGS(ep)) {
+        if (PT2C_GEMM_EP_IN_REGS(ep)) { /* a partial panel through masked loads and stores */
+            const __mmask16 m = (__mmask16)((1u << nr) - 1u);
             for (i = 0; i < mr; i++) {
                 float *r = c + (ptrdiff_t)i * ldc;
                 __m512 v = acc[i];
-                if (accumulate) v = _mm512_add_ps(v, _mm512_loadu_ps(r));
-                if (ep) v = pt2c_gemm_ep_zmm(ep, v, i0 + i, j0);
-                _mm512_storeu_ps(r, v);
+                if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, r));
+                if (ep) v = pt2c_gemm_ep_zmm_m(ep, v, i0 + i, j0, m);
+                _mm512_mask_storeu_ps(r, m, v);
             }
         } else {
             float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
