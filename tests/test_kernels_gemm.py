@@ -301,7 +301,7 @@ CONV_CASES = [
     (2, 8, 10, 10, 192, 3, 3, 1, 1, 1, 2, False, True),    # groups 2, each padded in turn
     (1, 260, 62, 62, 6, 3, 3, 2, 1, 1, 1, False, True),    # padded copy over its limit: bounds-checked taps
     (1, 4, 6, 6, 520, 3, 3, 1, 1, 1, 1, False, False),     # more output channels than one block of A rows
-    (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise (small plane: 8 channels at a time)
+    (2, 8, 13, 11, 8, 3, 3, 1, 1, 1, 8, True, True),       # depthwise (small plane: strips on x86, else 8 channels at a time)
     (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False),     # depthwise, multiplier 2, stride 2
     (1, 4, 20, 21, 4, 5, 5, 1, 4, 2, 4, True, True),       # depthwise, dilation 2
     (1, 3, 9, 9, 6, 3, 3, 2, 0, 1, 3, True, True),         # depthwise, no padding, multiplier 2
@@ -312,7 +312,7 @@ CONV_CASES = [
     (2, 3, 1, 1100, 6, 3, 3, 1, 1, 1, 3, True, False),     # depthwise direct path, one row, multiplier 2
     (1, 5, 40, 33, 5, 5, 5, 1, 2, 1, 5, True, True),       # depthwise direct path, 5x5
     (1, 4, 36, 33, 4, 7, 7, 1, 3, 1, 4, True, False),      # depthwise direct path, 7x7
-    (1, 2, 64, 64, 2, 3, 3, 1, 1, 1, 2, True, True),       # depthwise direct path, 3x3
+    (1, 2, 12, 140, 2, 3, 3, 1, 1, 1, 2, True, True),      # depthwise direct path, 3x3 (rows over 128)
     (1, 6, 23, 19, 6, 5, 5, 2, 2, 1, 6, True, True),       # depthwise 5x5 stride 2 (EfficientNet)
     (1, 2, 400, 30, 2, 3, 3, 2, 1, 1, 2, True, True),      # depthwise stride 2, several bands
     (1, 3, 11, 12, 3, 3, 3, 3, 1, 1, 3, True, False),      # depthwise stride 3
@@ -325,10 +325,20 @@ DW_S2_CASES = [
     (2, 2, 33, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2
     (1, 4, 10, 100, 4, 3, 3, 2, 1, 1, 4, True, True),      # OW = 50: a partial last vector
 ]
-CONV_CASES += DW_S2_CASES
+# depthwise 3x3 stride 1 pad 1 on x86 (rows of up to 128): strips of 16 (AVX-512) or 8 columns down the plane
+DW_ROWS_CASES = [
+    (1, 5, 14, 14, 5, 3, 3, 1, 1, 1, 5, True, True),       # one partial vector (AVX-512), two (AVX2)
+    (2, 3, 7, 7, 6, 3, 3, 1, 1, 1, 3, True, False),        # batch 2, multiplier 2
+    (1, 4, 1, 20, 4, 3, 3, 1, 1, 1, 4, True, True),        # one row
+    (1, 3, 6, 1, 3, 3, 3, 1, 1, 1, 3, True, False),        # one column
+    (1, 2, 9, 37, 2, 3, 3, 1, 1, 1, 2, True, True),        # three strips, the last of 5 columns
+    (1, 2, 30, 128, 2, 3, 3, 1, 1, 1, 2, True, False),     # the widest rows
+]
+CONV_CASES += DW_S2_CASES + DW_ROWS_CASES
 
 
-def run_conv(lib, case, smallp=False):
+def run_conv(lib, case, smallp=False, act=None):
+    """act: (name, lo, hi), an activation without a residual (default: residual + relu when the case is fused)"""
     import torch
     import torch.nn.functional as F
 
@@ -341,9 +351,12 @@ def run_conv(lib, case, smallp=False):
                    stride=s, padding=p, dilation=d, groups=g).numpy()
     oh, ow = ref.shape[2:]
     res = None
-    if fused:
+    if act:
+        ref = _act_ref(ref, *act)
+    elif fused:
         res = rng.standard_normal(ref.shape).astype(np.float32)
         ref = np.maximum(ref + res, 0)
+    act_id, lo, hi = (ACTS.index(act[0]), act[1], act[2]) if act else (1 if fused else 0, 0.0, 0.0)
     sizes = np.array([n, c, h, w, oc, kh, kw, s, s, p, p, d, d, g, oh, ow], np.int32)
     out = np.full(ref.shape, np.nan, np.float32)
     if smallp:  # pixels as the GEMM's rows, W^T as B
@@ -366,14 +379,26 @@ def run_conv(lib, case, smallp=False):
     else:
         wbuf = pack_conv_weight(wt, g)
         scratch = np.zeros(max(1, lib.t_conv_scratch(_ptr(sizes))), np.float32)
-    lib.t_conv(int(depthwise), _ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), 1 if fused else 0, 0.0, 0.0,
-               _ptr(sizes), _ptr(scratch))
+    lib.t_conv(int(depthwise), _ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), act_id, lo, hi, _ptr(sizes),
+               _ptr(scratch))
     _check(out, ref, f"conv {case}")
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=[f"conv{i}" for i in range(len(CONV_CASES))])
 def test_conv(lib, case):
     run_conv(lib, case)
+
+
+DW_ACTS = [("relu", 0.0, 0.0), ("clamp", -0.3, 0.4), ("silu", 0.0, 0.0), ("none", 0.0, 0.0)]
+
+
+def test_depthwise_activation(lib):
+    """Depthwise without a residual: relu / clamp applied in registers on the strip path, the others after
+    it; and on the 8-channel band path (stride 2, short rows) and the split-row one"""
+    band = (1, 6, 14, 15, 12, 3, 3, 2, 1, 1, 6, True, False)
+    for case in DW_ROWS_CASES + [band, DW_S2_CASES[0]]:
+        for act in DW_ACTS:
+            run_conv(lib, case, act=act)
 
 
 # Winograd F(4x4, 3x3): N, C, H, W, OC, pad, residual, act
@@ -493,7 +518,7 @@ def test_scalar_build_clang(tmp_path):
     dll = _build(tmp_path, "scalar", "clang", ["-O2"])
     for M, N, K in [(1, 33, 100), (7, 17, 300), (33, 5, 7), (100, 100, 33)]:
         run_gemm(dll, M, N, K, b_mode="packed" if M < 8 else "row", bias="col", residual=True, act="gelu")
-    for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10], *DW_S2_CASES):
+    for case in (CONV_CASES[0], CONV_CASES[3], CONV_CASES[10], *DW_S2_CASES, *DW_ROWS_CASES):
         run_conv(dll, case)
     for case in WINO_CASES[1:4]:
         run_wino(dll, case)
@@ -507,7 +532,7 @@ def test_openmp_build(tmp_path):
                                       ((4, 1000, 300), "row", "packed"), ((301, 37, 200), "trans", "packed"),
                                       ((100, 500, 200), "trans", "packed")]:
         run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="relu")
-    for case in (CONV_CASES[8], CONV_CASES[9], *DW_S2_CASES):
+    for case in (CONV_CASES[8], CONV_CASES[9], *DW_S2_CASES, *DW_ROWS_CASES):
         run_conv(dll, case)
     for case in SMALLP_CASES:
         run_conv(dll, case, smallp=True)
@@ -575,13 +600,14 @@ int main(void)
                     bad |= check(C1, C2, M, ldc, ldc, "gemm");
                     free(A), free(B), free(bias), free(res), free(Ap), free(Bp), free(C1), free(C2), free(scr);
                 }
-    {   /* conv: 3x3 stride 2 pad 1 (im2col) and depthwise, checked against a direct loop; W = 33: the
-         * depthwise stride-2 path that splits rows into even and odd columns */
-        int C = 4, H = 9, W, OC = 8, KH = 3, KW = 3, st = 2, pd = 1, OH = 5, OW, oc, oh, ow, c, kh, kw, dwc;
+    {   /* conv: 3x3 stride 2 and 1, pad 1 (im2col) and depthwise, checked against a direct loop; W = 33:
+         * the depthwise stride-2 path that splits rows into even and odd columns; stride 1: the strips */
+        int C = 4, H = 9, W, OC = 8, KH = 3, KW = 3, st, pd = 1, OH, OW, oc, oh, ow, c, kh, kw, dwc;
+        for (st = 2; st >= 1; st--)
         for (W = 8; W <= 33; W += 25) {
             float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
             float *o1, *o2, *scr, *dws;
-            OW = (W - 1) / 2 + 1;
+            OH = (H - 1) / st + 1, OW = (W - 1) / st + 1;
             o1 = malloc(sizeof(float) * OC * OH * OW), o2 = malloc(sizeof(float) * OC * OH * OW);
             scr = malloc(sizeof(float) * pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, st, st, pd, pd, 1, 1, 1, OH, OW));
             dws = malloc(sizeof(float) * pt2c_conv2d_depthwise_scratch_floats(H, W, OH, OW, KH, KW, st, st, pd, pd, 1, 1));
@@ -695,6 +721,9 @@ def test_avx512_build(tmp_path):
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act=act)
     for case in CONV_CASES:
         run_conv(dll, case)
+    for case in DW_ROWS_CASES:
+        for act in DW_ACTS:
+            run_conv(dll, case, act=act)
     for case in SMALLP_CASES:
         run_conv(dll, case, smallp=True)
     for case in WINO_CASES:
