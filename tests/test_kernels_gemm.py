@@ -319,11 +319,11 @@ CONV_CASES = [
     (2, 6, 29, 61, 20, 1, 1, 2, 0, 1, 2, False, True),     # strided 1x1 subsampled: W odd (vector and scalar columns), groups 2
     (1, 4, 20, 19, 9, 1, 1, 3, 0, 1, 1, False, False),     # strided 1x1 subsampled: stride 3
 ]
-# depthwise 3x3 stride 2 pad 1 with OW >= 16: rows split into even and odd columns
+# depthwise 3x3 stride 2 pad 1 with OW >= 16, planes over 4096 on x86: rows split into even and odd columns
 DW_S2_CASES = [
-    (1, 3, 40, 37, 3, 3, 3, 2, 1, 1, 3, True, True),       # W odd
-    (2, 2, 33, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2
-    (1, 4, 10, 100, 4, 3, 3, 2, 1, 1, 4, True, True),      # OW = 50: a partial last vector
+    (1, 3, 120, 37, 3, 3, 3, 2, 1, 1, 3, True, True),      # W odd
+    (2, 2, 65, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2
+    (1, 4, 42, 100, 4, 3, 3, 2, 1, 1, 4, True, True),      # OW = 50: a partial last vector
 ]
 # depthwise 3x3 stride 1 pad 1 on x86 (rows of up to 128): strips of 16 (AVX-512) or 8 columns down the plane
 DW_ROWS_CASES = [
@@ -333,6 +333,12 @@ DW_ROWS_CASES = [
     (1, 3, 6, 1, 3, 3, 3, 1, 1, 1, 3, True, False),        # one column
     (1, 2, 9, 37, 2, 3, 3, 1, 1, 1, 2, True, True),        # three strips, the last of 5 columns
     (1, 2, 30, 128, 2, 3, 3, 1, 1, 1, 2, True, False),     # the widest rows
+    # stride 2 (planes up to 4096): even / odd input columns by permutes
+    (1, 3, 40, 37, 3, 3, 3, 2, 1, 1, 3, True, True),       # W odd: the last strip's last input column
+    (2, 2, 33, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2, two strips
+    (1, 4, 14, 14, 4, 3, 3, 2, 1, 1, 4, True, True),       # 14 -> 7
+    (1, 2, 5, 1, 2, 3, 3, 2, 1, 1, 2, True, False),        # one column
+    (1, 2, 64, 64, 2, 3, 3, 2, 1, 1, 2, True, True),       # the largest plane
 ]
 CONV_CASES += DW_S2_CASES + DW_ROWS_CASES
 
@@ -600,11 +606,14 @@ int main(void)
                     bad |= check(C1, C2, M, ldc, ldc, "gemm");
                     free(A), free(B), free(bias), free(res), free(Ap), free(Bp), free(C1), free(C2), free(scr);
                 }
-    {   /* conv: 3x3 stride 2 and 1, pad 1 (im2col) and depthwise, checked against a direct loop; W = 33:
-         * the depthwise stride-2 path that splits rows into even and odd columns; stride 1: the strips */
+    {   /* conv: 3x3 stride 2 and 1, pad 1 (im2col) and depthwise, checked against a direct loop; W = 8
+         * and 33: the depthwise strips (x86) */
         int C = 4, H = 9, W, OC = 8, KH = 3, KW = 3, st, pd = 1, OH, OW, oc, oh, ow, c, kh, kw, dwc;
+        static const int Ws[] = {8, 33, 461}; /* 461: the split-row (stride 2) and flattened (stride 1) paths */
+        int wi;
         for (st = 2; st >= 1; st--)
-        for (W = 8; W <= 33; W += 25) {
+        for (wi = 0; wi < 3; wi++) {
+            W = Ws[wi];
             float *in = rnd((size_t)C * H * W), *w = rnd((size_t)OC * C * KH * KW), *wp = malloc(sizeof(float) * 12 * C * KH * KW);
             float *o1, *o2, *scr, *dws;
             OH = (H - 1) / st + 1, OW = (W - 1) / st + 1;

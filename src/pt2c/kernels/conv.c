@@ -935,10 +935,21 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
 #ifndef PT2C_DW_ROWS_MAX_W
 #define PT2C_DW_ROWS_MAX_W 128 /* wider rows: the flattened plane (224 x 224: 10 % faster) */
 #endif
+#ifndef PT2C_DW_ROWS_S2_MAX_HW
+#define PT2C_DW_ROWS_S2_MAX_HW 4096 /* larger input planes: split rows (each strip would stream the plane
+                                       from L2 again; 112 x 112: 10-45 % slower) */
+#endif
 static int pt2c_dw_rows(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
 {
     return KH == 3 && KW == 3 && sh == 1 && sw == 1 && ph == 1 && pw == 1 && dh == 1 && dw == 1 && OH == H &&
            OW == W && W <= PT2C_DW_ROWS_MAX_W;
+}
+
+static int pt2c_dw_rows_s2(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh,
+                           int dw)
+{
+    return KH == 3 && KW == 3 && sh == 2 && sw == 2 && ph == 1 && pw == 1 && dh == 1 && dw == 1 &&
+           OH == (H + 1) / 2 && OW == (W + 1) / 2 && (long)H * W <= PT2C_DW_ROWS_S2_MAX_HW;
 }
 
 #if defined(PT2C_SIMD_AVX512)
@@ -1010,6 +1021,82 @@ static void pt2c_dw_plane_rows(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
             up = mid, mid = down;
         }
         PT2C_DW_RV_STORE(o + (ptrdiff_t)(H - 1) * W, m1, PT2C_DW_RV_ACT(up));
+    }
+}
+
+/* Stride 2, pad 1: output column c0 + j reads input columns 2(c0 + j) - 1 + kw.  Per input row and strip
+ * the masked vectors a = x[2c0 - 1 ..] and b = x[2c0 - 1 + V ..] hold them: om (kw = 0) is their even
+ * elements, e (kw = 1) the odd ones, and op (kw = 2) om one lane on, its last lane loaded alone. */
+typedef struct {
+    pt2c_dw_rm a, b, c;
+} pt2c_dw_s2m;
+
+static pt2c_dw_s2m pt2c_dw_s2_masks(int c0, int W)
+{
+    const int V = PT2C_DW_ROW_V, base = 2 * c0 - 1; /* input column of a's lane 0 */
+    pt2c_dw_s2m m;
+    m.a = pt2c_dw_rmask(-base, W - base), m.b = pt2c_dw_rmask(-base - V, W - base - V);
+    m.c = pt2c_dw_rmask(-base - 2 * V, PT2C_MIN(1, W - base - 2 * V));
+    return m;
+}
+
+PT2C_GEMM_INLINE void pt2c_dw_s2_cols(const float *x, const pt2c_dw_s2m *m, pt2c_dw_rv *om, pt2c_dw_rv *e,
+                                      pt2c_dw_rv *op)
+{
+#if defined(PT2C_SIMD_AVX512)
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512 a = _mm512_maskz_loadu_ps(m->a, x), b = _mm512_maskz_loadu_ps(m->b, x + 16);
+    *om = _mm512_permutex2var_ps(a, ie, b);
+    *e = _mm512_permutex2var_ps(a, io, b);
+    *op = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(m->c, x + 32)),
+                                                  _mm512_castps_si512(*om), 1));
+#else
+    const __m256 a = _mm256_maskload_ps(x, m->a), b = _mm256_maskload_ps(x + 8, m->b);
+    const __m256 c = _mm256_maskload_ps(x + 16, m->c);
+    const __m256i ix = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+    __m256 t;
+    t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
+    *om = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+    t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    *e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+    /* om one lane on, c0 (= x[16]) into the last lane */
+    *op = _mm256_blend_ps(_mm256_permutevar8x32_ps(*om, ix), _mm256_permutevar8x32_ps(c, ix), 0x80);
+#endif
+}
+
+/* op = act(bias + taps) of a 3x3, stride 2, pad 1 plane (OH = (H + 1) / 2, OW = (W + 1) / 2): strips of
+ * V output columns down the plane; an odd input row feeds the output rows above and below it */
+static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT ip,
+                                  const float *PT2C_RESTRICT wk, float bias, int H, int W, int OW, int act, float lo,
+                                  float hi)
+{
+    const int V = PT2C_DW_ROW_V, OH = (H + 1) / 2;
+    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias), zero = PT2C_DW_RV_SET1(0.0f), lov = PT2C_DW_RV_SET1(lo),
+                     hiv = PT2C_DW_RV_SET1(hi), w0 = PT2C_DW_RV_SET1(wk[0]), w1 = PT2C_DW_RV_SET1(wk[1]),
+                     w2 = PT2C_DW_RV_SET1(wk[2]), w3 = PT2C_DW_RV_SET1(wk[3]), w4 = PT2C_DW_RV_SET1(wk[4]),
+                     w5 = PT2C_DW_RV_SET1(wk[5]), w6 = PT2C_DW_RV_SET1(wk[6]), w7 = PT2C_DW_RV_SET1(wk[7]),
+                     w8 = PT2C_DW_RV_SET1(wk[8]);
+    int c0, oh;
+    for (c0 = 0; c0 < OW; c0 += V) {
+        const pt2c_dw_s2m m = pt2c_dw_s2_masks(c0, W);
+        const pt2c_dw_rm mo = pt2c_dw_rmask(0, OW - c0);
+        const float *x = ip + 2 * c0 - 1;
+        float *o = op + c0;
+        pt2c_dw_rv acc = bv; /* output row oh; its input row 2 oh - 1 was added with the row above */
+        for (oh = 0; oh < OH; oh++, x += 2 * W, o += OW) {
+            pt2c_dw_rv xm, xe, xp, next = bv;
+            pt2c_dw_s2_cols(x, &m, &xm, &xe, &xp);
+            acc = PT2C_DW_RV_FMA(w3, xm, acc), acc = PT2C_DW_RV_FMA(w4, xe, acc), acc = PT2C_DW_RV_FMA(w5, xp, acc);
+            if (2 * oh + 1 < H) {
+                pt2c_dw_s2_cols(x + W, &m, &xm, &xe, &xp);
+                acc = PT2C_DW_RV_FMA(w6, xm, acc), acc = PT2C_DW_RV_FMA(w7, xe, acc), acc = PT2C_DW_RV_FMA(w8, xp, acc);
+                next = PT2C_DW_RV_FMA(w0, xm, next), next = PT2C_DW_RV_FMA(w1, xe, next);
+                next = PT2C_DW_RV_FMA(w2, xp, next);
+            }
+            PT2C_DW_RV_STORE(o, mo, PT2C_DW_RV_ACT(acc));
+            acc = next;
+        }
     }
 }
 #undef PT2C_DW_RV_ACT
@@ -1239,7 +1326,8 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
     int nthr = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
 #if defined(PT2C_DW_ROW_V)
-    const int rows = pt2c_dw_rows(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw);
+    const int rows = pt2c_dw_rows(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw) ? 1
+                     : pt2c_dw_rows_s2(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw) ? 2 : 0;
 #else
     const int rows = 0;
 #endif
@@ -1257,8 +1345,12 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
 #if defined(PT2C_DW_ROW_V)
             if (rows) { /* with a relu / clamp unless there is a residual to add first */
                 const int fuse = ep && !ep->residual && (ep->act == PT2C_ACT_RELU || ep->act == PT2C_ACT_CLAMP);
-                pt2c_dw_plane_rows(op, ip, w + (ptrdiff_t)oc * 9, bias, H, W, fuse ? ep->act : PT2C_ACT_NONE,
-                                   ep ? ep->lo : 0.0f, ep ? ep->hi : 0.0f);
+                if (rows == 1)
+                    pt2c_dw_plane_rows(op, ip, w + (ptrdiff_t)oc * 9, bias, H, W, fuse ? ep->act : PT2C_ACT_NONE,
+                                       ep ? ep->lo : 0.0f, ep ? ep->hi : 0.0f);
+                else
+                    pt2c_dw_plane_rows_s2(op, ip, w + (ptrdiff_t)oc * 9, bias, H, W, OW,
+                                          fuse ? ep->act : PT2C_ACT_NONE, ep ? ep->lo : 0.0f, ep ? ep->hi : 0.0f);
                 if (fuse) continue;
             } else
 #endif
