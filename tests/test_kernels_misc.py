@@ -336,13 +336,19 @@ MAXPOOL_CASES = [
     (1, 1, 12, 50, (3, 3), (2, 2), (1, 1), (2, 2), False),  # dilated taps in the vector path
     (1, 1, 3, 2100, (3, 3), (2, 2), (1, 1), (1, 1), True),  # an output row in several column blocks
     (1, 1, 2, 1100, (1, 1030), (1, 50), (0, 0), (1, 1), False),  # a window wider than the row buffer
+    # 3x3 / 2 / pad 1 on x86: strips of 8 or 16 columns; 56 outputs, 17 (a strip of one), 1x1
+    (1, 3, 112, 112, (3, 3), (2, 2), (1, 1), (1, 1), False),
+    (2, 2, 6, 34, (3, 3), (2, 2), (1, 1), (1, 1), False),
+    (2, 1, 1, 1, (3, 3), (2, 2), (1, 1), (1, 1), False),
 ]
 
 
 @pytest.mark.parametrize("case", MAXPOOL_CASES)
-def test_maxpool2d(lib, case):
+def test_maxpool2d(lib, case, negative=False):
     N, C, H, W, k, s, p, d, ceil = case
     x = rng_t(N, C, H, W)
+    if negative:  # the padding must act as -inf, not 0
+        x = -x.abs() - 1
     if H * W > 4:
         x[0, 0, H // 2, W // 2] = math.nan
         x[-1, -1, 0, W - 1] = math.nan  # a NaN on the edge, maybe in the last column block
@@ -519,6 +525,17 @@ def _check_vector_exp(lb) -> int:
 def test_vector_exp(lib):
     """pt2c_exp_ftz8 (softmax, attention; FMAs): within 2 ulp of exp on [-87.3, 88], 0 below, NaN stays."""
     assert _check_vector_exp(lib) == 8
+
+
+@pytest.mark.parametrize("case", MAXPOOL_CASES)
+def test_maxpool2d_avx512(lib512, case):
+    test_maxpool2d(lib512, case)
+    test_maxpool2d(lib512, case, negative=True)
+
+
+def test_maxpool2d_negative(lib):
+    for case in MAXPOOL_CASES:
+        test_maxpool2d(lib, case, negative=True)
 
 
 def test_vector_exp_avx512(lib512):
