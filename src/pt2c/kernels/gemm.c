@@ -577,6 +577,31 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         c10 = _mm512_add_ps(c10, c40), c11 = _mm512_add_ps(c11, c41);
         c30 = c31 = c40 = c41 = _mm512_setzero_ps();
     }
+#define PT2C_GEMM_X2_STEP                                                                                   \
+    do {                                                                                                    \
+        const __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1);                                  \
+        __m512 av;                                                                                          \
+        av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01); \
+        av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11); \
+        av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21); \
+        av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31); \
+        av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41); \
+        av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51); \
+        a += PT2C_GEMM_MR, b0 += bs, b1 += bs;                                                              \
+    } while (0)
+    if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test: 3-7 % faster (squares, M = 64) */
+        for (; k + 8 <= kc; k += 8) {
+            if (pfa) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+            PT2C_GEMM_X2_STEP;
+        }
+#undef PT2C_GEMM_X2_STEP
     for (; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
