@@ -370,6 +370,31 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         c10 = PT2C_V8_ADD(c10, c40), c11 = PT2C_V8_ADD(c11, c41);
         c20 = PT2C_V8_ADD(c20, c50), c21 = PT2C_V8_ADD(c21, c51);
     }
+#define PT2C_GEMM_V8_STEP                                                                                   \
+    do {                                                                                                    \
+        const pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8);                                        \
+        pt2c_v8 av;                                                                                         \
+        av = PT2C_V8_SET1(a[0]), c00 = PT2C_V8_FMA(c00, av, b0), c01 = PT2C_V8_FMA(c01, av, b1);             \
+        av = PT2C_V8_SET1(a[ars]), c10 = PT2C_V8_FMA(c10, av, b0), c11 = PT2C_V8_FMA(c11, av, b1);           \
+        av = PT2C_V8_SET1(a[2 * ars]), c20 = PT2C_V8_FMA(c20, av, b0), c21 = PT2C_V8_FMA(c21, av, b1);       \
+        av = PT2C_V8_SET1(a[3 * ars]), c30 = PT2C_V8_FMA(c30, av, b0), c31 = PT2C_V8_FMA(c31, av, b1);       \
+        av = PT2C_V8_SET1(a[4 * ars]), c40 = PT2C_V8_FMA(c40, av, b0), c41 = PT2C_V8_FMA(c41, av, b1);       \
+        av = PT2C_V8_SET1(a[5 * ars]), c50 = PT2C_V8_FMA(c50, av, b0), c51 = PT2C_V8_FMA(c51, av, b1);       \
+        a += acs, b += bs;                                                                                  \
+    } while (0)
+    if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test, as the AVX-512 kernel */
+        for (; k + 8 <= kc; k += 8) {
+            if (pfa) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+            PT2C_GEMM_V8_STEP;
+        }
+#undef PT2C_GEMM_V8_STEP
     for (; k < kc; k++) {
         pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
