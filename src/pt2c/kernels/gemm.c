@@ -683,18 +683,30 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x1_body(int kc, const float *PT2C_RESTRI
             PT2C_GEMM_PREFETCH_W(c + (ptrdiff_t)i * ldc);
             if (ep && ep->residual) PT2C_GEMM_PREFETCH_R(ep->residual + (ptrdiff_t)(i0 + i) * ep->ldr + j0);
         }
-    for (; k + 2 <= kc; k += 2) {
-        const __m512 u = _mm512_loadu_ps(b), v = _mm512_loadu_ps(b + bs);
-        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * MR); /* see PT2C_GEMM_PREFETCH_A */
-        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), u, c0), d0 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR]), v, d0);
-        if (ROWS > 1) c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), u, c1), d1 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 1]), v, d1);
-        if (ROWS > 2) c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), u, c2), d2 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 2]), v, d2);
-        if (ROWS > 3) c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), u, c3), d3 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 3]), v, d3);
-        if (ROWS > 4) c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), u, c4), d4 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 4]), v, d4);
-        if (ROWS > 5) c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), u, c5), d5 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 5]), v, d5);
-        a += 2 * MR;
-        b += 2 * bs;
+#define PT2C_GEMM_X1_STEP2                                                                                                      \
+    do {                                                                                                                        \
+        const __m512 u = _mm512_loadu_ps(b), v = _mm512_loadu_ps(b + bs);                                                        \
+        c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), u, c0), d0 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR]), v, d0);                   \
+        if (ROWS > 1) c1 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), u, c1), d1 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 1]), v, d1); \
+        if (ROWS > 2) c2 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), u, c2), d2 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 2]), v, d2); \
+        if (ROWS > 3) c3 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), u, c3), d3 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 3]), v, d3); \
+        if (ROWS > 4) c4 = _mm512_fmadd_ps(_mm512_set1_ps(a[4]), u, c4), d4 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 4]), v, d4); \
+        if (ROWS > 5) c5 = _mm512_fmadd_ps(_mm512_set1_ps(a[5]), u, c5), d5 = _mm512_fmadd_ps(_mm512_set1_ps(a[MR + 5]), v, d5); \
+        a += 2 * MR;                                                                                                            \
+        b += 2 * bs;                                                                                                            \
+    } while (0)
+    for (; k + 8 <= kc; k += 8) { /* 8 k steps per prefetch test, as the 6 x 32 kernel */
+        if (pfa) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * MR); /* see PT2C_GEMM_PREFETCH_A */
+        PT2C_GEMM_X1_STEP2;
+        PT2C_GEMM_X1_STEP2;
+        PT2C_GEMM_X1_STEP2;
+        PT2C_GEMM_X1_STEP2;
     }
+    for (; k + 2 <= kc; k += 2) {
+        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * MR);
+        PT2C_GEMM_X1_STEP2;
+    }
+#undef PT2C_GEMM_X1_STEP2
     if (k < kc) {
         const __m512 u = _mm512_loadu_ps(b);
         c0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), u, c0);
