@@ -715,6 +715,8 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
  * 3x3, stride 1, padding 1 on x86 with rows of up to PT2C_DW_ROWS_MAX_W (MobileNet's 112x112 down
  * to 7x7) goes one plane per task in vertical strips of one vector: each input row is loaded once as
  * three shifted, masked vectors and feeds the three output rows around it (pt2c_dw_plane_rows).
+ * Stride 2 likewise for input planes of up to PT2C_DW_ROWS_S2_MAX_HW, the even and odd input
+ * columns of a strip taken from two loads by permutes (pt2c_dw_plane_rows_s2).
  *
  * Other stride-1 "same" convolutions (OH = H, OW = W: EfficientNet's 5x5, wider rows, other
  * instruction sets) on planes larger than PT2C_DW_DIRECT_MIN_HW read the input directly, one plane
@@ -723,14 +725,14 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
  * inside is one unit-stride vector loop over the flattened rows; the few columns whose taps wrap
  * into the neighbouring row, and the top / bottom rows, are computed again by an exact edge loop.
  *
- * Stride 2 with a 3x3 kernel and padding 1 (MobileNet's downsampling), output rows of at least
- * PT2C_DW_S2_MIN_OW, is direct too: each input row is split once into its even and odd columns,
+ * Larger stride-2 planes with a 3x3 kernel and padding 1 (MobileNet's downsampling), output rows of
+ * at least PT2C_DW_S2_MIN_OW, are direct too: each input row is split once into its even and odd columns,
  * e[j] = x[2j] and o[j] = x[2j - 1] (o[0] = 0, the left padding), so output column ow reads
  * o[ow], e[ow] and o[ow + 1] of three rows: nine unit-stride streams, as at stride 1. The odd
  * rows serve two output rows each; four split rows per thread are the scratch.
  *
- * Everything else (strides, dilation, other padding, small planes, whose rows are short and
- * mostly edge) goes eight channels at a time, in bands of output rows: the band's input rows of
+ * Everything else (strides, dilation, other padding, small planes on other instruction sets, whose
+ * rows are short and mostly edge) goes eight channels at a time, in bands of output rows: the band's input rows of
  * the 8 planes are interleaved, zero-padded, into x8[r][s][8] (r, s: padded input row and
  * column; 8x8 transposes), so every output pixel is KH*KW FMAs of 8 channels whatever the stride,
  * padding and dilation; the results o8[q][8] are then transposed back into the 8 output planes.
@@ -922,10 +924,10 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
         }
 }
 
-/* Small planes, 3x3, stride 1, pad 1 (see above), on x86: in strips of V columns, tap kw of the
- * strip at column c0 reads the input row at c0 + kw - 1 with a mask of the lanes whose output and
- * input columns are inside the row, so the padding costs no edge loops and nothing outside the
- * plane is read. */
+/* 3x3, pad 1, on x86 (see above): in strips of V output columns; at stride 1, tap kw of the strip at
+ * column c0 reads the input row at c0 + kw - 1 with a mask of the lanes whose output and input
+ * columns are inside the row, so the padding costs no edge loops and nothing outside the plane is
+ * read. */
 #if defined(PT2C_SIMD_AVX512)
 #define PT2C_DW_ROW_V 16
 #elif defined(PT2C_SIMD_AVX2)
@@ -933,7 +935,7 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
 #endif
 #if defined(PT2C_DW_ROW_V)
 #ifndef PT2C_DW_ROWS_MAX_W
-#define PT2C_DW_ROWS_MAX_W 128 /* wider rows: the flattened plane (224 x 224: 10 % faster) */
+#define PT2C_DW_ROWS_MAX_W 128 /* wider rows: the flattened plane (224 x 224: 11-21 % faster) */
 #endif
 #ifndef PT2C_DW_ROWS_S2_MAX_HW
 #define PT2C_DW_ROWS_S2_MAX_HW 4096 /* larger input planes: split rows (each strip would stream the plane
@@ -1060,7 +1062,7 @@ PT2C_GEMM_INLINE void pt2c_dw_s2_cols(const float *x, const pt2c_dw_s2m *m, pt2c
     *om = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
     t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
     *e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-    /* om one lane on, c0 (= x[16]) into the last lane */
+    /* om one lane on, c's lane 0 (x[16]) into the last lane */
     *op = _mm256_blend_ps(_mm256_permutevar8x32_ps(*om, ix), _mm256_permutevar8x32_ps(c, ix), 0x80);
 #endif
 }
