@@ -844,7 +844,10 @@ static size_t pt2c_gemm_thread_floats(int M, int N, int K, int a_packed, int b_p
  * largest chunk (what one thread's scratch must hold). */
 static int pt2c_gemm_plan(int M, int N, int K, int nt_avail, int *split_n, int *nchunk, int *cm, int *cn)
 {
-    long macs = (long)M * N * K;
+    /* work in multiply-adds; a skinny product (M <= 16) streams B from memory for few of them, so
+     * it counts as 16 rows: a GEMV over a 784 x 1024 weight (0.8 M MACs, 3.2 MB) then takes both
+     * threads (122 -> 72 us) */
+    long macs = (long)PT2C_MAX(M, PT2C_GEMM_SKINNY_M) * N * K;
     int mt = (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, npan = (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
     int nt = (int)PT2C_MIN((long)nt_avail, macs / PT2C_GEMM_MIN_MACS_PER_THREAD), units, nc, cu;
     *split_n = npan >= nt && (N >= M || mt < nt);

@@ -33,7 +33,7 @@ def _gemm_thread_floats(M: int, N: int, K: int, a_packed: bool, b_packed: bool) 
 
 def sgemm_plan(M: int, N: int, K: int, nt_avail: int) -> tuple[int, bool, int, int, int]:
     """pt2c_gemm_plan: (threads, split_n, chunks, rows of the largest chunk, its columns)."""
-    macs = M * N * K
+    macs = max(M, SKINNY_M) * N * K  # a skinny product counts as 16 rows (memory-bound on B)
     mt, npan = (M + MR - 1) // MR, (N + NR - 1) // NR
     nt = min(nt_avail, macs // MIN_MACS_PER_THREAD)
     split_n = npan >= nt and (N >= M or mt < nt)
