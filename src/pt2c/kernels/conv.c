@@ -985,10 +985,20 @@ static pt2c_dw_rm pt2c_dw_rmask(int lo, int hi) /* lanes [lo, hi) of 8 */
 }
 #endif
 
-#define PT2C_DW_RV_ACT(r)                                                                                   \
-    (act == PT2C_ACT_RELU    ? PT2C_DW_RV_MAX((r), zero) /* 2nd operand on NaN: x > 0 ? x : 0 */            \
-     : act == PT2C_ACT_CLAMP ? PT2C_DW_RV_MIN(hiv, PT2C_DW_RV_MAX(lov, (r)))                                 \
-                             : (r))
+/* the nine weights of a plane, broadcast */
+PT2C_GEMM_INLINE void pt2c_dw_rv_taps(pt2c_dw_rv *w, const float *wk)
+{
+    int k;
+    for (k = 0; k < 9; k++) w[k] = PT2C_DW_RV_SET1(wk[k]);
+}
+
+/* relu / clamp as in the GEMM epilogue (max returns its 2nd operand on NaN: x > 0 ? x : 0) */
+PT2C_GEMM_INLINE pt2c_dw_rv pt2c_dw_rv_act(pt2c_dw_rv r, int act, float lo, float hi)
+{
+    if (act == PT2C_ACT_RELU) return PT2C_DW_RV_MAX(r, PT2C_DW_RV_SET1(0.0f));
+    if (act == PT2C_ACT_CLAMP) return PT2C_DW_RV_MIN(PT2C_DW_RV_SET1(hi), PT2C_DW_RV_MAX(PT2C_DW_RV_SET1(lo), r));
+    return r;
+}
 
 /* op = act(bias + taps) (act: none, relu or clamp, as in the GEMM epilogue).  A strip of V columns
  * at a time, down the plane: each input row is loaded once (three shifted vectors) and feeds the
@@ -998,12 +1008,10 @@ static void pt2c_dw_plane_rows(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
                                float bias, int H, int W, int act, float lo, float hi)
 {
     const int V = PT2C_DW_ROW_V;
-    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias), zero = PT2C_DW_RV_SET1(0.0f), lov = PT2C_DW_RV_SET1(lo),
-                     hiv = PT2C_DW_RV_SET1(hi), w0 = PT2C_DW_RV_SET1(wk[0]), w1 = PT2C_DW_RV_SET1(wk[1]),
-                     w2 = PT2C_DW_RV_SET1(wk[2]), w3 = PT2C_DW_RV_SET1(wk[3]), w4 = PT2C_DW_RV_SET1(wk[4]),
-                     w5 = PT2C_DW_RV_SET1(wk[5]), w6 = PT2C_DW_RV_SET1(wk[6]), w7 = PT2C_DW_RV_SET1(wk[7]),
-                     w8 = PT2C_DW_RV_SET1(wk[8]);
+    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias);
+    pt2c_dw_rv w[9];
     int c0, ih;
+    pt2c_dw_rv_taps(w, wk);
     for (c0 = 0; c0 < W; c0 += V) {
         /* lane j: output column c0 + j, input column c0 + j + k - 1 for tap k */
         const pt2c_dw_rm m0 = pt2c_dw_rmask(1 - c0, W - c0), m1 = pt2c_dw_rmask(-c0, W - c0),
@@ -1014,15 +1022,15 @@ static void pt2c_dw_plane_rows(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
         for (ih = 0; ih < H; ih++, x += W) {
             pt2c_dw_rv down;
             const pt2c_dw_rv x0 = PT2C_DW_RV_LOAD(m0, x), x1 = PT2C_DW_RV_LOAD(m1, x + 1), x2 = PT2C_DW_RV_LOAD(m2, x + 2);
-            down = PT2C_DW_RV_FMA(w0, x0, bv), down = PT2C_DW_RV_FMA(w1, x1, down), down = PT2C_DW_RV_FMA(w2, x2, down);
-            mid = PT2C_DW_RV_FMA(w3, x0, mid), mid = PT2C_DW_RV_FMA(w4, x1, mid), mid = PT2C_DW_RV_FMA(w5, x2, mid);
+            down = PT2C_DW_RV_FMA(w[0], x0, bv), down = PT2C_DW_RV_FMA(w[1], x1, down), down = PT2C_DW_RV_FMA(w[2], x2, down);
+            mid = PT2C_DW_RV_FMA(w[3], x0, mid), mid = PT2C_DW_RV_FMA(w[4], x1, mid), mid = PT2C_DW_RV_FMA(w[5], x2, mid);
             if (ih > 0) {
-                up = PT2C_DW_RV_FMA(w6, x0, up), up = PT2C_DW_RV_FMA(w7, x1, up), up = PT2C_DW_RV_FMA(w8, x2, up);
-                PT2C_DW_RV_STORE(o + (ptrdiff_t)(ih - 1) * W, m1, PT2C_DW_RV_ACT(up));
+                up = PT2C_DW_RV_FMA(w[6], x0, up), up = PT2C_DW_RV_FMA(w[7], x1, up), up = PT2C_DW_RV_FMA(w[8], x2, up);
+                PT2C_DW_RV_STORE(o + (ptrdiff_t)(ih - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
             }
             up = mid, mid = down;
         }
-        PT2C_DW_RV_STORE(o + (ptrdiff_t)(H - 1) * W, m1, PT2C_DW_RV_ACT(up));
+        PT2C_DW_RV_STORE(o + (ptrdiff_t)(H - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
     }
 }
 
@@ -1074,12 +1082,10 @@ static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RES
                                   float hi)
 {
     const int V = PT2C_DW_ROW_V, OH = (H + 1) / 2;
-    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias), zero = PT2C_DW_RV_SET1(0.0f), lov = PT2C_DW_RV_SET1(lo),
-                     hiv = PT2C_DW_RV_SET1(hi), w0 = PT2C_DW_RV_SET1(wk[0]), w1 = PT2C_DW_RV_SET1(wk[1]),
-                     w2 = PT2C_DW_RV_SET1(wk[2]), w3 = PT2C_DW_RV_SET1(wk[3]), w4 = PT2C_DW_RV_SET1(wk[4]),
-                     w5 = PT2C_DW_RV_SET1(wk[5]), w6 = PT2C_DW_RV_SET1(wk[6]), w7 = PT2C_DW_RV_SET1(wk[7]),
-                     w8 = PT2C_DW_RV_SET1(wk[8]);
+    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias);
+    pt2c_dw_rv w[9];
     int c0, oh;
+    pt2c_dw_rv_taps(w, wk);
     for (c0 = 0; c0 < OW; c0 += V) {
         const pt2c_dw_s2m m = pt2c_dw_s2_masks(c0, W);
         const pt2c_dw_rm mo = pt2c_dw_rmask(0, OW - c0);
@@ -1089,19 +1095,18 @@ static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RES
         for (oh = 0; oh < OH; oh++, x += 2 * W, o += OW) {
             pt2c_dw_rv xm, xe, xp, next = bv;
             pt2c_dw_s2_cols(x, &m, &xm, &xe, &xp);
-            acc = PT2C_DW_RV_FMA(w3, xm, acc), acc = PT2C_DW_RV_FMA(w4, xe, acc), acc = PT2C_DW_RV_FMA(w5, xp, acc);
+            acc = PT2C_DW_RV_FMA(w[3], xm, acc), acc = PT2C_DW_RV_FMA(w[4], xe, acc), acc = PT2C_DW_RV_FMA(w[5], xp, acc);
             if (2 * oh + 1 < H) {
                 pt2c_dw_s2_cols(x + W, &m, &xm, &xe, &xp);
-                acc = PT2C_DW_RV_FMA(w6, xm, acc), acc = PT2C_DW_RV_FMA(w7, xe, acc), acc = PT2C_DW_RV_FMA(w8, xp, acc);
-                next = PT2C_DW_RV_FMA(w0, xm, next), next = PT2C_DW_RV_FMA(w1, xe, next);
-                next = PT2C_DW_RV_FMA(w2, xp, next);
+                acc = PT2C_DW_RV_FMA(w[6], xm, acc), acc = PT2C_DW_RV_FMA(w[7], xe, acc), acc = PT2C_DW_RV_FMA(w[8], xp, acc);
+                next = PT2C_DW_RV_FMA(w[0], xm, next), next = PT2C_DW_RV_FMA(w[1], xe, next);
+                next = PT2C_DW_RV_FMA(w[2], xp, next);
             }
-            PT2C_DW_RV_STORE(o, mo, PT2C_DW_RV_ACT(acc));
+            PT2C_DW_RV_STORE(o, mo, pt2c_dw_rv_act(acc, act, lo, hi));
             acc = next;
         }
     }
 }
-#undef PT2C_DW_RV_ACT
 #endif
 
 /* The stride-2 path's split of one input row x[0, W) (see above): e[j] = x[2j] for j < (W + 1) / 2,

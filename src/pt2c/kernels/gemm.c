@@ -278,29 +278,24 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
 
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
 /* pt2c_gemm_ep_row on the columns that masks m0 (j..j+7) and m1 (j+8..j+15) select; the others
- * are not read */
+ * are not read: bias and residual here, the activation by pt2c_gemm_ep_row */
 PT2C_GEMM_INLINE void pt2c_gemm_ep_row_m(const pt2c_epilogue *ep, __m256 *v0, __m256 *v1, int i, int j, __m256i m0,
                                          __m256i m1)
 {
-    if (ep->bias) {
-        if (ep->bias_per_row) {
-            __m256 b = _mm256_set1_ps(ep->bias[i]);
-            *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
-        } else {
-            *v0 = _mm256_add_ps(*v0, _mm256_maskload_ps(ep->bias + j, m0));
-            *v1 = _mm256_add_ps(*v1, _mm256_maskload_ps(ep->bias + j + 8, m1));
-        }
+    pt2c_epilogue act = *ep;
+    if (ep->bias && ep->bias_per_row) {
+        __m256 b = _mm256_set1_ps(ep->bias[i]);
+        *v0 = _mm256_add_ps(*v0, b), *v1 = _mm256_add_ps(*v1, b);
+    } else if (ep->bias) {
+        *v0 = _mm256_add_ps(*v0, _mm256_maskload_ps(ep->bias + j, m0));
+        *v1 = _mm256_add_ps(*v1, _mm256_maskload_ps(ep->bias + j + 8, m1));
     }
     if (ep->residual) {
         const float *r = ep->residual + (ptrdiff_t)i * ep->ldr + j;
         *v0 = _mm256_add_ps(*v0, _mm256_maskload_ps(r, m0)), *v1 = _mm256_add_ps(*v1, _mm256_maskload_ps(r + 8, m1));
     }
-    if (ep->act == PT2C_ACT_RELU) {
-        *v0 = PT2C_V8_RELU(*v0), *v1 = PT2C_V8_RELU(*v1);
-    } else if (ep->act == PT2C_ACT_CLAMP) {
-        __m256 lo = _mm256_set1_ps(ep->lo), hi = _mm256_set1_ps(ep->hi);
-        *v0 = PT2C_V8_CLAMP(*v0, lo, hi), *v1 = PT2C_V8_CLAMP(*v1, lo, hi);
-    }
+    act.bias = NULL, act.residual = NULL;
+    pt2c_gemm_ep_row(&act, v0, v1, i, j);
 }
 #endif
 
