@@ -797,6 +797,68 @@ static void pt2c_gemm_pack_b(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
     }
 }
 
+/* One full panel of 6 rows with contiguous k (csa == 1): d[k*6 + i] = s[i*rsa + k] for k < kc0, a
+ * multiple of the vector width, by in-register transposes (the scalar loop below moved a float per
+ * load and store: 4-6 % of a GEMM with a row-major A, which every linear has). */
+#if defined(PT2C_SIMD_AVX512)
+#define PT2C_GEMM_PACK_A_VK 16
+static void pt2c_gemm_pack_a6_vec(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT s, ptrdiff_t rsa, int kc0)
+{
+    /* 16 k of 6 rows are 96 floats, 6 vectors; lane l of vector j is p = 16j + l: row p % 6, k p / 6.
+     * Rows are taken in pairs by two-source permutes (index p / 6, +16 for the odd row of the pair)
+     * and the pairs merged under the masks of their lanes, which repeat every 3 vectors. */
+    const __m512i i0 = _mm512_setr_epi32(0, 16, 0, 16, 0, 16, 1, 17, 1, 17, 1, 17, 2, 18, 2, 18),
+                  i1 = _mm512_setr_epi32(2, 18, 3, 19, 3, 19, 3, 19, 4, 20, 4, 20, 4, 20, 5, 21),
+                  i2 = _mm512_setr_epi32(5, 21, 5, 21, 6, 22, 6, 22, 6, 22, 7, 23, 7, 23, 7, 23),
+                  eight = _mm512_set1_epi32(8);
+    const __m512i idx[6] = {i0, i1, i2, _mm512_add_epi32(i0, eight), _mm512_add_epi32(i1, eight),
+                            _mm512_add_epi32(i2, eight)};
+    const __mmask16 m23[3] = {0xC30C, 0x0C30, 0x30C3}, m45[3] = {0x0C30, 0x30C3, 0xC30C};
+    int j, k;
+    for (k = 0; k < kc0; k += 16, d += 96) {
+        const __m512 r0 = _mm512_loadu_ps(s + k), r1 = _mm512_loadu_ps(s + rsa + k),
+                     r2 = _mm512_loadu_ps(s + 2 * rsa + k), r3 = _mm512_loadu_ps(s + 3 * rsa + k),
+                     r4 = _mm512_loadu_ps(s + 4 * rsa + k), r5 = _mm512_loadu_ps(s + 5 * rsa + k);
+        for (j = 0; j < 6; j++) {
+            __m512 o = _mm512_permutex2var_ps(r0, idx[j], r1);
+            o = _mm512_mask_mov_ps(o, m23[j % 3], _mm512_permutex2var_ps(r2, idx[j], r3));
+            o = _mm512_mask_mov_ps(o, m45[j % 3], _mm512_permutex2var_ps(r4, idx[j], r5));
+            _mm512_storeu_ps(d + 16 * j, o);
+        }
+    }
+}
+#elif defined(PT2C_SIMD_AVX2)
+#define PT2C_GEMM_PACK_A_VK 8
+static void pt2c_gemm_pack_a6_vec(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT s, ptrdiff_t rsa, int kc0)
+{
+    /* 8 k of 6 rows: an 8x8 transpose with two zero rows, each k's 8 floats stored 6 apart in
+     * order (the next store overwrites the two zeros), the last one masked to its 6 */
+    const __m256i m6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    const __m256 z = _mm256_setzero_ps();
+    int k;
+    for (k = 0; k < kc0; k += 8, d += 48) {
+        const __m256 r0 = _mm256_loadu_ps(s + k), r1 = _mm256_loadu_ps(s + rsa + k),
+                     r2 = _mm256_loadu_ps(s + 2 * rsa + k), r3 = _mm256_loadu_ps(s + 3 * rsa + k),
+                     r4 = _mm256_loadu_ps(s + 4 * rsa + k), r5 = _mm256_loadu_ps(s + 5 * rsa + k);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                     t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                     t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                     u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                     u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE),
+                     u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(d + 6, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(d + 12, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(d + 18, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(d + 30, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(d + 36, _mm256_permute2f128_ps(u2, u6, 0x31));
+        _mm256_maskstore_ps(d + 42, m6, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+}
+#endif
+
 /* A(i,k) = a[i*rsa + k*csa], mc x kc  ->  MR-row panels, zero-padded. */
 static void pt2c_gemm_pack_a(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT a, ptrdiff_t rsa, ptrdiff_t csa,
                              int mc, int kc)
@@ -807,7 +869,15 @@ static void pt2c_gemm_pack_a(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
         float *d = dst + (ptrdiff_t)ip * kc;
         const float *s = a + ip * rsa;
         if (mr == PT2C_GEMM_MR) {
-            for (k = 0; k < kc; k++, d += PT2C_GEMM_MR)
+            k = 0;
+#if defined(PT2C_GEMM_PACK_A_VK) && PT2C_GEMM_MR == 6
+            if (csa == 1) {
+                k = kc / PT2C_GEMM_PACK_A_VK * PT2C_GEMM_PACK_A_VK;
+                pt2c_gemm_pack_a6_vec(d, s, rsa, k);
+                d += (ptrdiff_t)k * PT2C_GEMM_MR;
+            }
+#endif
+            for (; k < kc; k++, d += PT2C_GEMM_MR)
                 for (i = 0; i < PT2C_GEMM_MR; i++) d[i] = s[i * rsa + k * csa];
         } else {
             for (k = 0; k < kc; k++, d += PT2C_GEMM_MR)
