@@ -724,7 +724,10 @@ def test_avx512_build(tmp_path):
                                       ((4, 1000, 300), "row", "packed"), ((64, 48, 1), "row", "row"),
                                       # last row panels of 2, 3 and 5 rows (phased k loops for 1 and 2)
                                       ((8, 64, 51), "packed", "packed"), ((9, 64, 33), "packed", "packed"),
-                                      ((35, 96, 70), "row", "packed"), ((49, 64, 300), "packed", "packed")]:
+                                      ((35, 96, 70), "row", "packed"), ((49, 64, 300), "packed", "packed"),
+                                      # up to 16 rows of A read in place (6 x 32 tiles; last of 4 / 5 rows)
+                                      ((16, 96, 300), "row", "packed"), ((11, 40, 37), "strided", "row"),
+                                      ((1, 64, 300), "row", "packed")]:
         for act in ("none", "relu", "clamp", "gelu"):
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act=act)
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act=act)

@@ -537,11 +537,13 @@ PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm(const pt2c_epilogue *ep, __m512 v, int 
 /* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
  * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
  * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
- * serves every instruction set.  A is a packed panel (all 6 rows exist, zero-padded); ROWS
+ * serves every instruction set.  A(i,k) = a[i*ars + k*acs]: a packed panel (ars = 1, acs = MR)
+ * or rows read in place; ROWS
  * (= mr, or 6: a compile-time constant after inlining) of them are multiplied.  The
  * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
  * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
-PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRICT a, const float *PT2C_RESTRICT b0,
+PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
+                                                const float *PT2C_RESTRICT b0,
                                                 const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
                                                 int accumulate, const pt2c_epilogue *ep, int i0, int j0,
                                                 const float *pfa, const int ROWS)
@@ -566,13 +568,13 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
             if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
             c00 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_loadu_ps(b0), c00);
             c01 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_loadu_ps(b1), c01);
-            c10 = _mm512_fmadd_ps(_mm512_set1_ps(a[PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + bs), c10);
-            c11 = _mm512_fmadd_ps(_mm512_set1_ps(a[PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + bs), c11);
-            c20 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + 2 * bs), c20);
-            c21 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + 2 * bs), c21);
-            c30 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * PT2C_GEMM_MR]), _mm512_loadu_ps(b0 + 3 * bs), c30);
-            c31 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * PT2C_GEMM_MR]), _mm512_loadu_ps(b1 + 3 * bs), c31);
-            a += 4 * PT2C_GEMM_MR;
+            c10 = _mm512_fmadd_ps(_mm512_set1_ps(a[acs]), _mm512_loadu_ps(b0 + bs), c10);
+            c11 = _mm512_fmadd_ps(_mm512_set1_ps(a[acs]), _mm512_loadu_ps(b1 + bs), c11);
+            c20 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * acs]), _mm512_loadu_ps(b0 + 2 * bs), c20);
+            c21 = _mm512_fmadd_ps(_mm512_set1_ps(a[2 * acs]), _mm512_loadu_ps(b1 + 2 * bs), c21);
+            c30 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * acs]), _mm512_loadu_ps(b0 + 3 * bs), c30);
+            c31 = _mm512_fmadd_ps(_mm512_set1_ps(a[3 * acs]), _mm512_loadu_ps(b1 + 3 * bs), c31);
+            a += 4 * acs;
             b0 += 4 * bs;
             b1 += 4 * bs;
         }
@@ -586,10 +588,10 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
             __m512 av;
             if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
             av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, u0, c00), c01 = _mm512_fmadd_ps(av, u1, c01);
-            av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, u0, c10), c11 = _mm512_fmadd_ps(av, u1, c11);
-            av = _mm512_set1_ps(a[PT2C_GEMM_MR]), c30 = _mm512_fmadd_ps(av, v0, c30), c31 = _mm512_fmadd_ps(av, v1, c31);
-            av = _mm512_set1_ps(a[PT2C_GEMM_MR + 1]), c40 = _mm512_fmadd_ps(av, v0, c40), c41 = _mm512_fmadd_ps(av, v1, c41);
-            a += 2 * PT2C_GEMM_MR;
+            av = _mm512_set1_ps(a[ars]), c10 = _mm512_fmadd_ps(av, u0, c10), c11 = _mm512_fmadd_ps(av, u1, c11);
+            av = _mm512_set1_ps(a[acs]), c30 = _mm512_fmadd_ps(av, v0, c30), c31 = _mm512_fmadd_ps(av, v1, c31);
+            av = _mm512_set1_ps(a[acs + ars]), c40 = _mm512_fmadd_ps(av, v0, c40), c41 = _mm512_fmadd_ps(av, v1, c41);
+            a += 2 * acs;
             b0 += 2 * bs;
             b1 += 2 * bs;
         }
@@ -602,12 +604,12 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         const __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1);                                  \
         __m512 av;                                                                                          \
         av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01); \
-        av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11); \
-        av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21); \
-        av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31); \
-        av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41); \
-        av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51); \
-        a += PT2C_GEMM_MR, b0 += bs, b1 += bs;                                                              \
+        av = _mm512_set1_ps(a[ars]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11); \
+        av = _mm512_set1_ps(a[2 * ars]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21); \
+        av = _mm512_set1_ps(a[3 * ars]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31); \
+        av = _mm512_set1_ps(a[4 * ars]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41); \
+        av = _mm512_set1_ps(a[5 * ars]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51); \
+        a += acs, b0 += bs, b1 += bs;                                                              \
     } while (0)
     if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test: 3-7 % faster (squares, M = 64) */
         for (; k + 8 <= kc; k += 8) {
@@ -626,12 +628,12 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
         av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);
-        if (ROWS > 1) av = _mm512_set1_ps(a[1]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
-        if (ROWS > 2) av = _mm512_set1_ps(a[2]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
-        if (ROWS > 3) av = _mm512_set1_ps(a[3]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31);
-        if (ROWS > 4) av = _mm512_set1_ps(a[4]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
-        if (ROWS > 5) av = _mm512_set1_ps(a[5]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
-        a += PT2C_GEMM_MR;
+        if (ROWS > 1) av = _mm512_set1_ps(a[ars]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);
+        if (ROWS > 2) av = _mm512_set1_ps(a[2 * ars]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21);
+        if (ROWS > 3) av = _mm512_set1_ps(a[3 * ars]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31);
+        if (ROWS > 4) av = _mm512_set1_ps(a[4 * ars]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41);
+        if (ROWS > 5) av = _mm512_set1_ps(a[5 * ars]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51);
+        a += acs;
         b0 += bs;
         b1 += bs;
     }
@@ -745,7 +747,20 @@ static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *a, const float *b0,
                                         int ldc, int mr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
                                         const float *pfa)
 {
-#define PT2C_GEMM_ROWS_CALL(R) pt2c_gemm_ukernel_x2_body(kc, a, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R)
+#define PT2C_GEMM_ROWS_CALL(R) \
+    pt2c_gemm_ukernel_x2_body(kc, a, 1, PT2C_GEMM_MR, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R)
+    PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
+#undef PT2C_GEMM_ROWS_CALL
+}
+
+/* The same on mr rows of an A read in place, A(i,k) = a[i*ars + k*acs] (up to 16 rows of a GEMM:
+ * small batches), so the AVX-512 tile serves them too; nothing past row mr is read. */
+static void pt2c_gemm_ukernel_x2s_avx512(int kc, const float *a, ptrdiff_t ars, ptrdiff_t acs, const float *b0,
+                                         const float *b1, float *c, int ldc, int mr, int accumulate,
+                                         const pt2c_epilogue *ep, int i0, int j0)
+{
+#define PT2C_GEMM_ROWS_CALL(R) \
+    pt2c_gemm_ukernel_x2_body(kc, a, ars, acs, b0, b1, PT2C_GEMM_NR, c, ldc, mr, accumulate, ep, i0, j0, NULL, R)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
@@ -1064,6 +1079,14 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                     const float *bj = bp + (jr / NR) * bps;
                     const int pf_a = PT2C_GEMM_PREFETCH_A && a_packed == 1 && jr == 0; /* the first pass over A */
 #if defined(PT2C_SIMD_AVX512)
+                    if (a_direct && jr + 2 * NR <= nc) { /* the same on rows of A read in place */
+                        for (ir = 0; ir < mc; ir += MR)
+                            pt2c_gemm_ukernel_x2s_avx512(kc, ap + (ir / MR) * aps, rsa, csa, bj, bj + bps,
+                                                         C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
+                                                         PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr);
+                        jr += NR;
+                        continue;
+                    }
                     if (!a_direct && jr + 2 * NR <= nc) { /* two full panels at once, 6 x 32 */
                         for (ir = 0; ir < mc; ir += MR) {
                             if ((b_packed || b_direct) && mc > MR && jr + 4 * NR <= nc) {
