@@ -345,6 +345,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                 const int npan = (OHW + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, pad = pad_floats > 0;
                 float *panels = scratch + pad_floats;
                 int nch = 1, nth = 1, c;
+                pt2c_chunks chunks;
                 if (pad) pt2c_conv_pad(scratch, in_g, Cg, H, W, ph, pw);
 #if defined(_OPENMP)
                 if (!omp_in_parallel() && (long)OCg * OHW * Kg >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD) {
@@ -352,9 +353,10 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                     nch = PT2C_MIN(npan, nth * PT2C_GEMM_CHUNKS_PER_THREAD);
                 }
 #endif
+                pt2c_chunks_init(&chunks, nch, nth);
                 (void)nth; /* only used by OpenMP */
-                PT2C_OMP(parallel for num_threads(nth) schedule(dynamic, 1) if (nch > 1))
-                for (c = 0; c < nch; c++) {
+                PT2C_OMP(parallel num_threads(nth) private(c) if (nch > 1))
+                while ((c = pt2c_chunks_next(&chunks)) >= 0) {
                     const int q0 = (int)((long)npan * c / nch), q1 = (int)((long)npan * (c + 1) / nch);
                     const int j0 = q0 * PT2C_GEMM_NR, ncol = PT2C_MIN(OHW, q1 * PT2C_GEMM_NR) - j0;
                     pt2c_im2col_ctx x;
@@ -466,10 +468,15 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, padded = ph > 0 || pw > 0;
             const int inside = !padded || pad_floats > 0; /* every tap inside a plane of the input or its copy */
             float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
-            int p;
+            int p, nth = 1;
+            pt2c_chunks chunks;
+#if defined(_OPENMP)
+            if (!omp_in_parallel() && (long)npan * K > 65536L) nth = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
+#endif
             if (padded && inside) pt2c_conv_pad(xp, in_n, C, H, W, ph, pw);
-            PT2C_OMP(parallel for schedule(dynamic, 1) if ((long)npan * K > 65536L))
-            for (p = 0; p < npan; p++) {
+            pt2c_chunks_init(&chunks, npan, nth);
+            PT2C_OMP(parallel num_threads(nth) private(p) if (nth > 1))
+            while ((p = pt2c_chunks_next(&chunks)) >= 0) {
                 float *dst = col + (ptrdiff_t)p * PT2C_GEMM_MR * K;
                 const int np = PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR);
                 if (inside)

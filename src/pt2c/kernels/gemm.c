@@ -1146,7 +1146,8 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
                             int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
                             float *scratch)
 {
-    int nt = 1, split_n = 1, units, nchunk, t, share_a;
+    int nt = 1, split_n = 1, units, nchunk, share_a;
+    pt2c_chunks chunks;
     size_t per_thread;
     float *apack = NULL;
     if (M <= 0 || N <= 0) return;
@@ -1163,8 +1164,8 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
 
     /* Threads: C is cut into chunks (column slabs if there are enough NR
      * panels and N is the longer side, else row slabs), a few per thread,
-     * handed out dynamically; each runs the whole blocked algorithm on its
-     * chunk with its thread's scratch region. */
+     * each thread's own share first (pt2c_chunks); each runs the whole blocked
+     * algorithm on its chunk with its thread's scratch region. */
     {
         int avail = 1, cm, cn;
 #if defined(_OPENMP)
@@ -1181,8 +1182,10 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
         scratch += pt2c_gemm_round16(pt2c_gemm_apack_floats(M, K));
     }
 
+    pt2c_chunks_init(&chunks, nchunk, nt);
     PT2C_OMP(parallel num_threads(nt) if (nt > 1))
     {
+        int t;
         if (share_a) { /* (the loop's closing barrier: every chunk needs all of A) */
             int p;
             PT2C_OMP(for schedule(static))
@@ -1190,8 +1193,7 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
                 pt2c_gemm_pack_a(apack + (ptrdiff_t)p * PT2C_GEMM_MR * K, A + (ptrdiff_t)p * PT2C_GEMM_MR * rsa, rsa,
                                  csa, PT2C_MIN(PT2C_GEMM_MR, M - p * PT2C_GEMM_MR), K);
         }
-        PT2C_OMP(for schedule(dynamic, 1))
-        for (t = 0; t < nchunk; t++) {
+        while ((t = pt2c_chunks_next(&chunks)) >= 0) {
             int u0 = (int)((long)units * t / nchunk), u1 = (int)((long)units * (t + 1) / nchunk);
             float *sc = scratch ? scratch + (size_t)PT2C_THREAD_ID() * per_thread : NULL;
             pt2c_epilogue e;
