@@ -922,7 +922,8 @@ static size_t pt2c_gemm_thread_floats(int M, int N, int K, int a_packed, int b_p
  * available: returns the threads it runs; *split_n: chunks are column
  * (else row) slabs; *nchunk: chunks, handed out dynamically; *cm x *cn: the
  * largest chunk (what one thread's scratch must hold). */
-static int pt2c_gemm_plan(int M, int N, int K, int nt_avail, int *split_n, int *nchunk, int *cm, int *cn)
+static int pt2c_gemm_plan(int M, int N, int K, int a_packed, int nt_avail, int *split_n, int *nchunk, int *cm,
+                          int *cn)
 {
     /* work in multiply-adds; a skinny product (M <= 16) streams B from memory for few of them, so
      * it counts as 16 rows: a GEMV over a 784 x 1024 weight (0.8 M MACs, 3.2 MB) then takes both
@@ -930,7 +931,11 @@ static int pt2c_gemm_plan(int M, int N, int K, int nt_avail, int *split_n, int *
     long macs = (long)PT2C_MAX(M, PT2C_GEMM_SKINNY_M) * N * K;
     int mt = (M + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, npan = (N + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR;
     int nt = (int)PT2C_MIN((long)nt_avail, macs / PT2C_GEMM_MIN_MACS_PER_THREAD), units, nc, cu;
-    *split_n = npan >= nt && (N >= M || mt < nt);
+    /* Column slabs when N is the longer side, except for a pre-packed A (conv weights) with more
+     * rows than depth (expanding 1x1 convs): there each thread writes whole output channels, as
+     * the depthwise conv that follows reads them, and only the smaller input is read by both
+     * (columns: MobileNetV2 at 2 threads 3 % slower) */
+    *split_n = npan >= nt && (N >= M || mt < nt) && !(a_packed && M > K && mt >= 2 * nt);
     nt = PT2C_MIN(nt, *split_n ? npan : mt);
     if (nt < 1) nt = 1;
     units = *split_n ? npan : mt;
@@ -972,7 +977,7 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats_ex(int M, int N, int K, int a_packe
     int avail, split_n, nchunk, cm, cn;
     if (M <= 0 || N <= 0 || K <= 0) return 0;
     for (avail = 1; avail <= PT2C_MAX_THREADS; avail++) {
-        int nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
+        int nt = pt2c_gemm_plan(M, N, K, a_packed, avail, &split_n, &nchunk, &cm, &cn);
         size_t need = pt2c_gemm_share_a(M, K, a_packed, split_n, nchunk)
                           ? pt2c_gemm_round16(pt2c_gemm_apack_floats(M, K)) +
                                 (size_t)nt * pt2c_gemm_thread_floats(cm, cn, K, 1, b_packed)
@@ -1171,7 +1176,7 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
 #if defined(_OPENMP)
         if (!omp_in_parallel()) avail = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
-        nt = pt2c_gemm_plan(M, N, K, avail, &split_n, &nchunk, &cm, &cn);
+        nt = pt2c_gemm_plan(M, N, K, a_packed, avail, &split_n, &nchunk, &cm, &cn);
         share_a = pt2c_gemm_share_a(M, K, a_packed, split_n, nchunk);
         per_thread = pt2c_gemm_thread_floats(cm, cn, K, share_a || a_packed, b_packed);
         (void)nt; /* only used by OpenMP */

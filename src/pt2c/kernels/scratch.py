@@ -31,12 +31,12 @@ def _gemm_thread_floats(M: int, N: int, K: int, a_packed: bool, b_packed: bool) 
     return (_r16(mc * kc) if not a_packed and M > SKINNY_M else 0) + (_r16(kc * nc) if not b_packed else 0)
 
 
-def sgemm_plan(M: int, N: int, K: int, nt_avail: int) -> tuple[int, bool, int, int, int]:
+def sgemm_plan(M: int, N: int, K: int, nt_avail: int, a_packed: bool = False) -> tuple[int, bool, int, int, int]:
     """pt2c_gemm_plan: (threads, split_n, chunks, rows of the largest chunk, its columns)."""
     macs = max(M, SKINNY_M) * N * K  # a skinny product counts as 16 rows (memory-bound on B)
     mt, npan = (M + MR - 1) // MR, (N + NR - 1) // NR
     nt = min(nt_avail, macs // MIN_MACS_PER_THREAD)
-    split_n = npan >= nt and (N >= M or mt < nt)
+    split_n = npan >= nt and (N >= M or mt < nt) and not (a_packed and M > K and mt >= 2 * nt)
     nt = max(1, min(nt, npan if split_n else mt))
     units = npan if split_n else mt
     nc = min(units, nt * CHUNKS_PER_THREAD, macs // (MIN_MACS_PER_THREAD // 2)) if nt > 1 else 1
@@ -55,7 +55,7 @@ def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packe
     best = 0
     apack = (M + MR - 1) // MR * MR * K
     for avail in range(1, MAX_THREADS + 1):
-        nt, split_n, nc, cm, cn = sgemm_plan(M, N, K, avail)
+        nt, split_n, nc, cm, cn = sgemm_plan(M, N, K, avail, a_packed)
         if not a_packed and M > SKINNY_M and split_n and nc > 1 and apack <= SHARED_A_FLOATS:  # A packed once, shared
             need = _r16(apack) + nt * _gemm_thread_floats(cm, cn, K, True, b_packed)
         else:
