@@ -339,7 +339,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                 pt2c_sgemm(out + out_off, OHW, w_g, 0, 0, 1, scratch, OHW, 1, 0, OCg, OHW, Kg, et,
                            scratch + pt2c_gemm_round16((size_t)Cg * OHW));
             } else {
-                /* chunks of the output pixels' panels, a few per thread, handed out dynamically;
+                /* chunks of the output pixels' panels, a few per thread (pt2c_chunks);
                  * each thread gathers its micro-panels of columns as its GEMM needs them */
                 const size_t pad_floats = pt2c_conv_pad_floats(Cg, H, W, ph, pw);
                 const int npan = (OHW + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, pad = pad_floats > 0;
@@ -354,7 +354,6 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                 }
 #endif
                 pt2c_chunks_init(&chunks, nch, nth);
-                (void)nth; /* only used by OpenMP */
                 PT2C_OMP(parallel num_threads(nth) private(c) if (nch > 1))
                 while ((c = pt2c_chunks_next(&chunks)) >= 0) {
                     const int q0 = (int)((long)npan * c / nch), q1 = (int)((long)npan * (c + 1) / nch);

@@ -48,9 +48,9 @@
 #endif
 /* Minimum multiply-adds per thread before a call is split across threads. */
 #define PT2C_GEMM_MIN_MACS_PER_THREAD (1L << 19)
-/* Work chunks per thread, handed out dynamically: a thread that the OS
- * deschedules (a shared or oversubscribed machine) then delays the call by
- * one chunk instead of by its whole static share. */
+/* Work chunks per thread (pt2c_chunks: its own share first, then others' leftovers): a thread
+ * that the OS deschedules (a shared or oversubscribed machine) then delays the call by about
+ * one chunk instead of by its whole share. */
 #ifndef PT2C_GEMM_CHUNKS_PER_THREAD
 #define PT2C_GEMM_CHUNKS_PER_THREAD 4
 #endif
@@ -920,7 +920,7 @@ static size_t pt2c_gemm_thread_floats(int M, int N, int K, int a_packed, int b_p
 
 /* How pt2c_sgemm splits an M x N x K product when nt_avail threads are
  * available: returns the threads it runs; *split_n: chunks are column
- * (else row) slabs; *nchunk: chunks, handed out dynamically; *cm x *cn: the
+ * (else row) slabs; *nchunk: chunks (pt2c_chunks); *cm x *cn: the
  * largest chunk (what one thread's scratch must hold). */
 static int pt2c_gemm_plan(int M, int N, int K, int a_packed, int nt_avail, int *split_n, int *nchunk, int *cm,
                           int *cn)
