@@ -52,11 +52,17 @@
  * split alike and a thread mostly reads what it wrote into its own core's cache before
  * (dynamic chunks interleaved the threads: MobileNetV2 at 2 threads 6-8 % slower); once its
  * share is done it takes the others' remaining chunks from their ends, so a thread the OS
- * deschedules delays the loop by about a chunk, not by its whole share.  Use:
+ * deschedules delays the loop by about a chunk, not by its whole share.  The lock is the
+ * instance's own (a named critical section would export a symbol shared by every model of a
+ * program).  Use:
  *   pt2c_chunks ch; pt2c_chunks_init(&ch, n, nt);
- *   PT2C_OMP(parallel num_threads(nt) if (nt > 1)) { int c; while ((c = pt2c_chunks_next(&ch)) >= 0) ... } */
+ *   PT2C_OMP(parallel num_threads(nt) if (nt > 1)) { int c; while ((c = pt2c_chunks_next(&ch)) >= 0) ... }
+ *   pt2c_chunks_done(&ch); */
 typedef struct {
     int lo[PT2C_MAX_THREADS], hi[PT2C_MAX_THREADS], nt;
+#if defined(_OPENMP)
+    omp_lock_t lock;
+#endif
 } pt2c_chunks;
 
 static inline PT2C_UNUSED void pt2c_chunks_init(pt2c_chunks *s, int n, int nt)
@@ -64,22 +70,36 @@ static inline PT2C_UNUSED void pt2c_chunks_init(pt2c_chunks *s, int n, int nt)
     int t;
     s->nt = nt < 1 ? 1 : nt > PT2C_MAX_THREADS ? PT2C_MAX_THREADS : nt;
     for (t = 0; t < s->nt; t++) s->lo[t] = (int)((long)n * t / s->nt), s->hi[t] = (int)((long)n * (t + 1) / s->nt);
+#if defined(_OPENMP)
+    omp_init_lock(&s->lock);
+#endif
+}
+
+static inline PT2C_UNUSED void pt2c_chunks_done(pt2c_chunks *s)
+{
+#if defined(_OPENMP)
+    omp_destroy_lock(&s->lock);
+#endif
+    (void)s;
 }
 
 static inline PT2C_UNUSED int pt2c_chunks_next(pt2c_chunks *s)
 {
     const int self = PT2C_THREAD_ID() % s->nt;
     int c = -1, v;
-    PT2C_OMP(critical(pt2c_chunks))
-    {
-        if (s->lo[self] < s->hi[self])
-            c = s->lo[self]++;
-        else
-            for (v = 1; v < s->nt && c < 0; v++) {
-                const int o = (self + v) % s->nt;
-                if (s->lo[o] < s->hi[o]) c = --s->hi[o];
-            }
-    }
+#if defined(_OPENMP)
+    omp_set_lock(&s->lock);
+#endif
+    if (s->lo[self] < s->hi[self])
+        c = s->lo[self]++;
+    else
+        for (v = 1; v < s->nt && c < 0; v++) {
+            const int o = (self + v) % s->nt;
+            if (s->lo[o] < s->hi[o]) c = --s->hi[o];
+        }
+#if defined(_OPENMP)
+    omp_unset_lock(&s->lock);
+#endif
     return c;
 }
 

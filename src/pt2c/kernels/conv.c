@@ -371,6 +371,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                     pt2c_gemm_bfn_serial(out + out_off + j0, OHW, w_g, pt2c_im2col_bfn, &x, OCg, ncol, Kg,
                                          et ? &ec : NULL, panels + (ptrdiff_t)PT2C_THREAD_ID() * PT2C_CONV_PANEL_FLOATS);
                 }
+                pt2c_chunks_done(&chunks);
             }
         }
     }
@@ -485,6 +486,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                     pt2c_im2col_panel_px(dst, in_n, p * PT2C_GEMM_MR, np, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw,
                                          OW);
             }
+            pt2c_chunks_done(&chunks);
             pt2c_sgemm(outT, OC, col, 0, 0, 1, wt_packed, 0, 0, 1, P, OC, K, NULL, NULL);
         }
         /* NCHW, with bias, residual and activation (same order as the GEMM epilogue) */

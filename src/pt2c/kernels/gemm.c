@@ -1229,6 +1229,7 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
             }
         }
     }
+    pt2c_chunks_done(&chunks);
 }
 
 /* Reference implementation (tests): same semantics, no blocking, no threads. */
