@@ -535,13 +535,13 @@ PT2C_GEMM_INLINE __m512 pt2c_gemm_ep_zmm(const pt2c_epilogue *ep, __m512 v, int 
 }
 
 /* AVX-512: a 6 x 32 tile over two B panels (b0: columns j0..j0+15, b1: the next 16; rows bs
- * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6 broadcasts per 12 FMAs.  The
- * packed layouts are the same as for the 8-lane kernel (MR = 6, NR = 16), so one weights blob
- * serves every instruction set.  A(i,k) = a[i*ars + k*acs]: a packed panel (ars = 1, acs = MR)
- * or rows read in place; ROWS
- * (= mr, or 6: a compile-time constant after inlining) of them are multiplied.  The
- * first mr rows are stored from registers with a bias/residual/relu/clamp epilogue (same
- * operation order as pt2c_gemm_store_tile); other epilogues spill to pt2c_gemm_store_tile. */
+ * floats apart: NR when packed), one zmm per row and panel: 12 accumulators, 2 B loads + 6
+ * broadcasts per 12 FMAs.  The packed layouts are the same as for the 8-lane kernel (MR = 6,
+ * NR = 16), so one weights blob serves every instruction set.  A(i,k) = a[i*ars + k*acs]: a
+ * packed panel (ars = 1, acs = MR) or rows read in place; ROWS (= mr, or 6: a compile-time
+ * constant after inlining) of them are multiplied.  The first mr rows are stored from registers
+ * with a bias/residual/relu/clamp epilogue (same operation order as pt2c_gemm_store_tile); other
+ * epilogues spill to pt2c_gemm_store_tile. */
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                                 const float *PT2C_RESTRICT b0,
                                                 const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
@@ -599,17 +599,17 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
         c10 = _mm512_add_ps(c10, c40), c11 = _mm512_add_ps(c11, c41);
         c30 = c31 = c40 = c41 = _mm512_setzero_ps();
     }
-#define PT2C_GEMM_X2_STEP                                                                                   \
-    do {                                                                                                    \
-        const __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1);                                  \
-        __m512 av;                                                                                          \
-        av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01); \
-        av = _mm512_set1_ps(a[ars]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11); \
+#define PT2C_GEMM_X2_STEP                                                                                          \
+    do {                                                                                                           \
+        const __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1);                                         \
+        __m512 av;                                                                                                 \
+        av = _mm512_set1_ps(a[0]), c00 = _mm512_fmadd_ps(av, bv0, c00), c01 = _mm512_fmadd_ps(av, bv1, c01);       \
+        av = _mm512_set1_ps(a[ars]), c10 = _mm512_fmadd_ps(av, bv0, c10), c11 = _mm512_fmadd_ps(av, bv1, c11);     \
         av = _mm512_set1_ps(a[2 * ars]), c20 = _mm512_fmadd_ps(av, bv0, c20), c21 = _mm512_fmadd_ps(av, bv1, c21); \
         av = _mm512_set1_ps(a[3 * ars]), c30 = _mm512_fmadd_ps(av, bv0, c30), c31 = _mm512_fmadd_ps(av, bv1, c31); \
         av = _mm512_set1_ps(a[4 * ars]), c40 = _mm512_fmadd_ps(av, bv0, c40), c41 = _mm512_fmadd_ps(av, bv1, c41); \
         av = _mm512_set1_ps(a[5 * ars]), c50 = _mm512_fmadd_ps(av, bv0, c50), c51 = _mm512_fmadd_ps(av, bv1, c51); \
-        a += acs, b0 += bs, b1 += bs;                                                              \
+        a += acs, b0 += bs, b1 += bs;                                                                              \
     } while (0)
     if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test: 3-7 % faster (squares, M = 64) */
         for (; k + 8 <= kc; k += 8) {
