@@ -60,11 +60,11 @@ size_t t_smallp_scratch(const int *s)
 {
     return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
 }
-void t_smallp(float *out, const float *in, const float *wt, const float *bias, const float *res, int act, const int *s,
-              float *scratch)
+void t_smallp(float *out, const float *in, const float *wt, const float *bias, const float *res, int act, float lo,
+              float hi, const int *s, float *scratch)
 {
     pt2c_epilogue ep;
-    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = 0.0f, ep.hi = 0.0f;
+    ep.bias = bias, ep.bias_per_row = 1, ep.residual = res, ep.ldr = 0, ep.act = act, ep.lo = lo, ep.hi = hi;
     pt2c_conv2d_smallp(out, in, wt, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                        s[12], s[14], s[15], scratch);
 }
@@ -115,7 +115,7 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_set_threads.argtypes = [i]
     dll.t_smallp_scratch.restype = ctypes.c_size_t
     dll.t_smallp_scratch.argtypes = [p]
-    dll.t_smallp.argtypes = [p, p, p, p, p, i, p, p]
+    dll.t_smallp.argtypes = [p, p, p, p, p, i, f, f, p, p]
     dll.t_wino_scratch.restype = ctypes.c_size_t
     dll.t_wino_scratch.argtypes = [i, i, i, i]
     dll.t_wino.argtypes = [p, p, p, p, p, i, f, f] + [i] * 9 + [p]
@@ -371,7 +371,7 @@ def run_conv(lib, case, smallp=False, act=None):
         from pt2c.kernels import scratch as S
 
         assert S.conv2d_smallp_scratch_floats(c, h, w, oc, kh, kw, s, s, p, p, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
-        lib.t_smallp(_ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), 1 if fused else 0, _ptr(sizes),
+        lib.t_smallp(_ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), act_id, lo, hi, _ptr(sizes),
                      _ptr(scratch))
         _check(out, ref, f"conv smallp {case}")
         return
@@ -469,6 +469,14 @@ SMALLP_CASES = [
 @pytest.mark.parametrize("case", SMALLP_CASES, ids=[f"smallp{i}" for i in range(len(SMALLP_CASES))])
 def test_conv_smallp(lib, case):
     run_conv(lib, case, smallp=True)
+
+
+@pytest.mark.parametrize("act", [("relu", 0.0, 0.0), ("clamp", 0.0, 6.0), ("gelu", 0.0, 0.0)])
+def test_conv_smallp_activation(lib, act):
+    # the NCHW store transposes 8x8 blocks of 8 channels and applies relu / clamp in registers;
+    # ragged channels, the pixels past the last block and dearer activations go the scalar way
+    for case in SMALLP_CASES[:4]:
+        run_conv(lib, case, smallp=True, act=act)
 
 
 def test_conv_scratch_bounded(lib):

@@ -892,6 +892,8 @@ static void pt2c_gemm_pack_a(float *PT2C_RESTRICT dst, const float *PT2C_RESTRIC
                 d += (ptrdiff_t)k * PT2C_GEMM_MR;
             }
 #endif
+            if (rsa == 1) /* A transposed (a conv's pixels as rows): 6 contiguous floats per k */
+                for (; k < kc; k++, d += PT2C_GEMM_MR) memcpy(d, s + k * csa, PT2C_GEMM_MR * sizeof(float));
             for (; k < kc; k++, d += PT2C_GEMM_MR)
                 for (i = 0; i < PT2C_GEMM_MR; i++) d[i] = s[i * rsa + k * csa];
         } else {
