@@ -126,27 +126,30 @@ static inline PT2C_UNUSED __m256 pt2c_odds8(const float *p)
     const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0xDD);
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
 }
-/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
-static inline PT2C_UNUSED void pt2c_tr8x8(float *const *d, const float *const *s)
+/* r[i][j] <- r[j][i] for i, j < 8: eight 8-float rows transposed in registers */
+static inline PT2C_UNUSED void pt2c_tr8x8_v(__m256 *r)
 {
-    const __m256 r0 = _mm256_loadu_ps(s[0]), r1 = _mm256_loadu_ps(s[1]), r2 = _mm256_loadu_ps(s[2]),
-                 r3 = _mm256_loadu_ps(s[3]), r4 = _mm256_loadu_ps(s[4]), r5 = _mm256_loadu_ps(s[5]),
-                 r6 = _mm256_loadu_ps(s[6]), r7 = _mm256_loadu_ps(s[7]);
-    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
-                 t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
-                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
+                 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
+                 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
+                 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
     const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
                  u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
                  u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
                  u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    _mm256_storeu_ps(d[0], _mm256_permute2f128_ps(u0, u4, 0x20));
-    _mm256_storeu_ps(d[1], _mm256_permute2f128_ps(u1, u5, 0x20));
-    _mm256_storeu_ps(d[2], _mm256_permute2f128_ps(u2, u6, 0x20));
-    _mm256_storeu_ps(d[3], _mm256_permute2f128_ps(u3, u7, 0x20));
-    _mm256_storeu_ps(d[4], _mm256_permute2f128_ps(u0, u4, 0x31));
-    _mm256_storeu_ps(d[5], _mm256_permute2f128_ps(u1, u5, 0x31));
-    _mm256_storeu_ps(d[6], _mm256_permute2f128_ps(u2, u6, 0x31));
-    _mm256_storeu_ps(d[7], _mm256_permute2f128_ps(u3, u7, 0x31));
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
+static inline PT2C_UNUSED void pt2c_tr8x8(float *const *d, const float *const *s)
+{
+    __m256 r[8];
+    int i;
+    for (i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s[i]);
+    pt2c_tr8x8_v(r);
+    for (i = 0; i < 8; i++) _mm256_storeu_ps(d[i], r[i]);
 }
 #endif
 

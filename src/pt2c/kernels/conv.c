@@ -499,14 +499,12 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
             if (nc == 8)
                 for (; p + 8 <= P; p += 8) {
-                    float t[64];
-                    const float *src[8];
-                    float *dst[8];
-                    for (j = 0; j < 8; j++) src[j] = outT + (ptrdiff_t)(p + j) * OC + oc, dst[j] = t + 8 * j;
-                    pt2c_tr8x8(dst, src);
+                    __m256 r[8];
+                    for (j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(outT + (ptrdiff_t)(p + j) * OC + oc);
+                    pt2c_tr8x8_v(r);
                     for (j = 0; j < 8; j++) {
                         float *o = out_n + (ptrdiff_t)(oc + j) * P + p;
-                        __m256 v = _mm256_loadu_ps(t + 8 * j);
+                        __m256 v = r[j];
                         if (ep && ep->bias) v = _mm256_add_ps(v, _mm256_set1_ps(ep->bias[oc + j]));
                         if (res_n) v = _mm256_add_ps(v, _mm256_loadu_ps(res_n + (ptrdiff_t)(oc + j) * P + p));
                         if (ep && ep->act == PT2C_ACT_RELU) /* as pt2c_epilogue_act: NaN and -0 included */

@@ -849,27 +849,14 @@ static void pt2c_gemm_pack_a6_vec(float *PT2C_RESTRICT d, const float *PT2C_REST
     /* 8 k of 6 rows: an 8x8 transpose with two zero rows, each k's 8 floats stored 6 apart in
      * order (the next store overwrites the two zeros), the last one masked to its 6 */
     const __m256i m6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
-    const __m256 z = _mm256_setzero_ps();
-    int k;
+    int k, i;
     for (k = 0; k < kc0; k += 8, d += 48) {
-        const __m256 r0 = _mm256_loadu_ps(s + k), r1 = _mm256_loadu_ps(s + rsa + k),
-                     r2 = _mm256_loadu_ps(s + 2 * rsa + k), r3 = _mm256_loadu_ps(s + 3 * rsa + k),
-                     r4 = _mm256_loadu_ps(s + 4 * rsa + k), r5 = _mm256_loadu_ps(s + 5 * rsa + k);
-        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
-                     t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
-                     t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                     u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                     u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE),
-                     u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
-        _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-        _mm256_storeu_ps(d + 6, _mm256_permute2f128_ps(u1, u5, 0x20));
-        _mm256_storeu_ps(d + 12, _mm256_permute2f128_ps(u2, u6, 0x20));
-        _mm256_storeu_ps(d + 18, _mm256_permute2f128_ps(u3, u7, 0x20));
-        _mm256_storeu_ps(d + 24, _mm256_permute2f128_ps(u0, u4, 0x31));
-        _mm256_storeu_ps(d + 30, _mm256_permute2f128_ps(u1, u5, 0x31));
-        _mm256_storeu_ps(d + 36, _mm256_permute2f128_ps(u2, u6, 0x31));
-        _mm256_maskstore_ps(d + 42, m6, _mm256_permute2f128_ps(u3, u7, 0x31));
+        __m256 r[8];
+        for (i = 0; i < 6; i++) r[i] = _mm256_loadu_ps(s + i * rsa + k);
+        r[6] = r[7] = _mm256_setzero_ps();
+        pt2c_tr8x8_v(r);
+        for (i = 0; i < 7; i++) _mm256_storeu_ps(d + 6 * i, r[i]);
+        _mm256_maskstore_ps(d + 42, m6, r[7]);
     }
 }
 #endif
