@@ -78,7 +78,7 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                         pt2c_gemm_ukernel_x2_avx512(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf, buf2,
                                                     NR, C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir),
                                                     pc > 0, epk, ic + ir, jr,
-                                                    PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
+                                                    PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr), NULL, 0, 0);
                     jr += NR;
                     continue;
                 }
@@ -93,7 +93,8 @@ static void pt2c_gemm_bfn_serial(float *C, int ldc, const float *A, pt2c_gemm_bf
                 for (ir = 0; ir < mc; ir += MR)
                     pt2c_gemm_ukernel_packed(kc, A + (ptrdiff_t)(ic + ir) * K + (ptrdiff_t)pc * MR, buf,
                                              C + (ptrdiff_t)(ic + ir) * ldc + jr, ldc, PT2C_MIN(MR, mc - ir), nr,
-                                             pc > 0, epk, ic + ir, jr, PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr));
+                                             pc > 0, epk, ic + ir, jr, PT2C_BFN_NEXT_A(A, ic + ir, mc + ic, K, pc, jr),
+                                             NULL, 0);
             }
         }
         if (late_act)

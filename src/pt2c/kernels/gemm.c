@@ -308,7 +308,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row_m(const pt2c_epilogue *ep, __m256 *v0, __
 PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
                                              const float *PT2C_RESTRICT b, ptrdiff_t bs, float *c, int ldc, int mr, int nr,
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
-                                             const float *pfa)
+                                             const float *pfa, const float *pfb, int pfn)
 {
 #if defined(PT2C_GEMM_VEC)
     /* 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
@@ -380,6 +380,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
     if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test, as the AVX-512 kernel */
         for (; k + 8 <= kc; k += 8) {
             if (pfa) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            if (pfn > 0) PT2C_GEMM_PREFETCH_R(pfb), pfb += bs, pfn--; /* a row per 8 k (pt2c_gemm_pf_share) */
             PT2C_GEMM_V8_STEP;
             PT2C_GEMM_V8_STEP;
             PT2C_GEMM_V8_STEP;
@@ -390,6 +391,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
             PT2C_GEMM_V8_STEP;
         }
 #undef PT2C_GEMM_V8_STEP
+    for (; pfn > 0; pfn--, pfb += bs) PT2C_GEMM_PREFETCH_R(pfb); /* what the loop did not take */
     for (; k < kc; k++) {
         pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + 8), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
@@ -451,7 +453,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
      * turn into vector FMAs on their own. */
     float t[PT2C_GEMM_MR * PT2C_GEMM_NR];
     int i, j, k;
-    (void)pfa;
+    (void)pfa, (void)pfb, (void)pfn;
     for (i = 0; i < ROWS * PT2C_GEMM_NR; i++) t[i] = 0.0f;
     for (k = 0; k < kc; k++) {
         for (i = 0; i < ROWS; i++) {
@@ -481,22 +483,23 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
 /* Packed-A micro-kernel.  The panel is zero-padded to MR rows, but a last panel with fewer rows
  * (M not a multiple of 6: 64 channels, 49 pixels) multiplies only its mr real ones. */
 static void pt2c_gemm_ukernel_packed(int kc, const float *a, const float *b, float *c, int ldc, int mr, int nr,
-                                     int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa)
+                                     int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfa,
+                                     const float *pfb, int pfn)
 {
 #define PT2C_GEMM_ROWS_CALL(R) \
     pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, \
-        j0, R, pfa)
+        j0, R, pfa, pfb, pfn)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
 
 /* Packed-A micro-kernel on 16 columns of a B read in place, rows bs floats apart. */
 static void pt2c_gemm_ukernel_bdirect(int kc, const float *a, const float *b, ptrdiff_t bs, float *c, int ldc, int mr,
-                                      int accumulate, const pt2c_epilogue *ep, int i0, int j0)
+                                      int accumulate, const pt2c_epilogue *ep, int i0, int j0, const float *pfb, int pfn)
 {
 #define PT2C_GEMM_ROWS_CALL(R) \
     pt2c_gemm_ukernel_body(kc, a, 1, PT2C_GEMM_MR, b, bs, c, ldc, mr, PT2C_GEMM_NR, accumulate, ep, i0, \
-        j0, R, NULL)
+        j0, R, NULL, pfb, pfn)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
@@ -507,7 +510,7 @@ static void pt2c_gemm_ukernel_strided(int kc, const float *a, ptrdiff_t ars, ptr
 {
 #define PT2C_GEMM_ROWS_CALL(R) \
     pt2c_gemm_ukernel_body(kc, a, ars, acs, b, PT2C_GEMM_NR, c, ldc, mr, nr, accumulate, ep, i0, j0, R, \
-        NULL)
+        NULL, NULL, 0)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
@@ -546,7 +549,8 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
                                                 const float *PT2C_RESTRICT b0,
                                                 const float *PT2C_RESTRICT b1, ptrdiff_t bs, float *c, int ldc, int mr,
                                                 int accumulate, const pt2c_epilogue *ep, int i0, int j0,
-                                                const float *pfa, const int ROWS)
+                                                const float *pfa, const float *pfb, ptrdiff_t pfb1, int pfn,
+                                                const int ROWS)
 {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
@@ -614,6 +618,8 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
     if (ROWS == PT2C_GEMM_MR) /* 8 k steps written out per prefetch test: 3-7 % faster (squares, M = 64) */
         for (; k + 8 <= kc; k += 8) {
             if (pfa) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            if (pfn > 0) /* a row of the two panels pfb, pfb + pfb1 per 8 k (pt2c_gemm_pf_share) */
+                PT2C_GEMM_PREFETCH_R(pfb), PT2C_GEMM_PREFETCH_R(pfb + pfb1), pfb += bs, pfn--;
             PT2C_GEMM_X2_STEP;
             PT2C_GEMM_X2_STEP;
             PT2C_GEMM_X2_STEP;
@@ -624,6 +630,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_x2_body(int kc, const float *PT2C_RESTRI
             PT2C_GEMM_X2_STEP;
         }
 #undef PT2C_GEMM_X2_STEP
+    for (; pfn > 0; pfn--, pfb += bs) PT2C_GEMM_PREFETCH_R(pfb), PT2C_GEMM_PREFETCH_R(pfb + pfb1); /* the rest */
     for (; k < kc; k++) {
         __m512 bv0 = _mm512_loadu_ps(b0), bv1 = _mm512_loadu_ps(b1), av;
         if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR); /* see PT2C_GEMM_PREFETCH_A */
@@ -745,10 +752,11 @@ static void pt2c_gemm_ukernel_x1_avx512(int kc, const float *a, const float *b, 
 
 static void pt2c_gemm_ukernel_x2_avx512(int kc, const float *a, const float *b0, const float *b1, ptrdiff_t bs, float *c,
                                         int ldc, int mr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
-                                        const float *pfa)
+                                        const float *pfa, const float *pfb, ptrdiff_t pfb1, int pfn)
 {
-#define PT2C_GEMM_ROWS_CALL(R) \
-    pt2c_gemm_ukernel_x2_body(kc, a, 1, PT2C_GEMM_MR, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, R)
+#define PT2C_GEMM_ROWS_CALL(R)                                                                                  \
+    pt2c_gemm_ukernel_x2_body(kc, a, 1, PT2C_GEMM_MR, b0, b1, bs, c, ldc, mr, accumulate, ep, i0, j0, pfa, pfb, \
+                              pfb1, pfn, R)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
@@ -760,7 +768,8 @@ static void pt2c_gemm_ukernel_x2s_avx512(int kc, const float *a, ptrdiff_t ars, 
                                          const pt2c_epilogue *ep, int i0, int j0)
 {
 #define PT2C_GEMM_ROWS_CALL(R) \
-    pt2c_gemm_ukernel_x2_body(kc, a, ars, acs, b0, b1, PT2C_GEMM_NR, c, ldc, mr, accumulate, ep, i0, j0, NULL, R)
+    pt2c_gemm_ukernel_x2_body(kc, a, ars, acs, b0, b1, PT2C_GEMM_NR, c, ldc, mr, accumulate, ep, i0, j0, NULL, NULL, \
+                              0, 0, R)
     PT2C_GEMM_BY_ROWS(mr, PT2C_GEMM_ROWS_CALL);
 #undef PT2C_GEMM_ROWS_CALL
 }
@@ -982,17 +991,21 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
     return pt2c_sgemm_scratch_floats_ex(M, N, K, 0, 0);
 }
 
-/* Prefetches (into L2) share i of n of the kc rows (NR floats, one cache line each, bs floats
- * apart) of a B micro-panel, pre-packed or read in place.  Pre-packed weights too large to stay cached between runs come from
- * memory once per run, at the first of the n micro-kernel calls that use a panel; the next
- * panel is prefetched a share per call so that its first use does not wait: 8-25% on linears
- * with 24-128 rows and 7x7 convs whose weights are not in cache.  Not for one row panel or
- * in-place A (GEMV and up to 16 rows, all of K at once): there the hardware prefetcher keeps
- * up with the plain stream and the bursts only got in its way. */
-PT2C_GEMM_INLINE void pt2c_gemm_prefetch_share(const float *b, ptrdiff_t bs, int kc, int i, int n)
+/* Share i of n of the kc rows (bs floats apart) of the next B micro-panel(s), pre-packed or
+ * read in place: what micro-kernel call i of the n that use the current one prefetches (into
+ * L2), a row per 8 k steps and the rest after its k loop (pfb, pfn: the first row, the count).
+ * Pre-packed weights too large to stay cached between runs come from memory once per run, at
+ * the first of the n calls that use a panel; prefetched this way, the next panel's first use
+ * does not wait: 8-25 % on linears with 24-128 rows and 7x7 convs whose weights are not in
+ * cache.  Spread over the k loop instead of issued in a burst before each call: GPT-2 (its LM
+ * head streams 51 MB of weights) 0.89-0.90x, ResNet-18 and the batch-64 MLP 0.96-0.97x.  Not for
+ * one row panel or in-place A (GEMV and up to 16 rows, all of K at once): there the hardware
+ * prefetcher keeps up with the plain stream and the prefetches only got in its way. */
+PT2C_GEMM_INLINE const float *pt2c_gemm_pf_share(const float *b, ptrdiff_t bs, int kc, int i, int n, int *pfn)
 {
-    int l = (int)((long)kc * i / n), l1 = (int)((long)kc * (i + 1) / n);
-    for (; l < l1; l++) PT2C_GEMM_PREFETCH_R(b + (ptrdiff_t)l * bs);
+    const int l0 = (int)((long)kc * i / n);
+    *pfn = (int)((long)kc * (i + 1) / n) - l0;
+    return b + (ptrdiff_t)l0 * bs;
 }
 
 /* One thread's share: the full blocked algorithm on an M x N block of C.
@@ -1083,14 +1096,15 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                     }
                     if (!a_direct && jr + 2 * NR <= nc) { /* two full panels at once, 6 x 32 */
                         for (ir = 0; ir < mc; ir += MR) {
-                            if ((b_packed || b_direct) && mc > MR && jr + 4 * NR <= nc) {
-                                pt2c_gemm_prefetch_share(bj + 2 * bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
-                                pt2c_gemm_prefetch_share(bj + 3 * bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
-                            }
+                            const float *pfb = NULL; /* the next pair's share (pt2c_gemm_pf_share) */
+                            int pfn = 0;
+                            if ((b_packed || b_direct) && mc > MR && jr + 4 * NR <= nc)
+                                pfb = pt2c_gemm_pf_share(bj + 2 * bps, bs, kc, ir / MR, (mc + MR - 1) / MR, &pfn);
                             pt2c_gemm_ukernel_x2_avx512(kc, ap + (ir / MR) * aps, bj, bj + bps, bs,
                                                         C + (ptrdiff_t)(ic + ir) * ldc + jc + jr, ldc,
                                                         PT2C_MIN(MR, mc - ir), acc, epk, ic + ir, jc + jr,
-                                                        pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL);
+                                                        pf_a && ir + MR < mc ? ap + (ir / MR + 1) * aps : NULL, pfb,
+                                                        bps, pfn);
                         }
                         jr += NR;
                         continue;
@@ -1109,19 +1123,21 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                     for (ir = 0; ir < mc; ir += MR) {
                         int mr = PT2C_MIN(MR, mc - ir);
                         float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
-                        const float *ai = ap + (ir / MR) * aps;
-                        if ((b_packed || b_direct) && !a_direct && mc > MR && jr + NR < nc) /* see pt2c_gemm_prefetch_share */
-                            pt2c_gemm_prefetch_share(bj + bps, bs, kc, ir / MR, (mc + MR - 1) / MR);
+                        const float *ai = ap + (ir / MR) * aps, *pfb = NULL; /* the next panel's share */
+                        int pfn = 0;
+                        if ((b_packed || b_direct) && !a_direct && mc > MR && jr + NR < nc)
+                            pfb = pt2c_gemm_pf_share(bj + bps, bs, kc, ir / MR, (mc + MR - 1) / MR, &pfn);
                         if (a_direct)
                             pt2c_gemm_ukernel_strided(kc, ai, rsa, csa, bj, c, ldc, mr, nr, acc, epk, ic + ir,
                                                       jc + jr);
                         else if (b_direct && nr == NR)
-                            pt2c_gemm_ukernel_bdirect(kc, ai, bj, bs, c, ldc, mr, acc, epk, ic + ir, jc + jr);
+                            pt2c_gemm_ukernel_bdirect(kc, ai, bj, bs, c, ldc, mr, acc, epk, ic + ir, jc + jr, pfb, pfn);
                         else if (b_direct)
-                            pt2c_gemm_ukernel_packed(kc, ai, bbuf, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr, NULL);
+                            pt2c_gemm_ukernel_packed(kc, ai, bbuf, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr, NULL,
+                                                     NULL, 0);
                         else
                             pt2c_gemm_ukernel_packed(kc, ai, bj, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr,
-                                                     pf_a && ir + MR < mc ? ai + aps : NULL);
+                                                     pf_a && ir + MR < mc ? ai + aps : NULL, pfb, pfn);
                     }
                 }
                 if (late_act && pc + kc == K)
