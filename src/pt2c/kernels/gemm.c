@@ -998,9 +998,9 @@ PT2C_KERNEL size_t pt2c_sgemm_scratch_floats(int M, int N, int K)
  * the first of the n calls that use a panel; prefetched this way, the next panel's first use
  * does not wait: 8-25 % on linears with 24-128 rows and 7x7 convs whose weights are not in
  * cache.  Spread over the k loop instead of issued in a burst before each call: GPT-2 (its LM
- * head streams 51 MB of weights) 0.89-0.90x, ResNet-18 and the batch-64 MLP 0.96-0.97x.  Not for
- * one row panel or in-place A (GEMV and up to 16 rows, all of K at once): there the hardware
- * prefetcher keeps up with the plain stream and the prefetches only got in its way. */
+ * head streams 51 MB of weights) 0.86-0.89x, the batch-64 MLP 0.94-0.98x, ResNet-18 0.95-0.96x.
+ * Not for one row panel or in-place A (GEMV and up to 16 rows, all of K at once): there the
+ * hardware prefetcher keeps up with the plain stream and the prefetches only got in its way. */
 PT2C_GEMM_INLINE const float *pt2c_gemm_pf_share(const float *b, ptrdiff_t bs, int kc, int i, int n, int *pfn)
 {
     const int l0 = (int)((long)kc * i / n);
