@@ -499,7 +499,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             const int nc = PT2C_MIN(8, OC - oc);
             int p = 0, j;
 #if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-            pt2c_epilogue e;
+            pt2c_epilogue e = {0};
             if (ep) e = *ep, e.bias_per_row = 1, e.residual = res_n, e.ldr = P;
             if (nc == 8)
                 for (; p + 16 <= P; p += 16) {
