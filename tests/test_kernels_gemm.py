@@ -165,7 +165,8 @@ def run_gemm(lib, M, N, K, *, a_mode="row", b_mode="row", bias=None, residual=Fa
     """Runs one GEMM through the harness and checks it against float64 numpy.
 
     a_mode/b_mode: row (row-major), trans (column-major, i.e. a transposed
-    tensor), strided (row-major with padding and a column stride of 2), packed.
+    tensor), strided (row-major with padding and a column stride of 2), packed;
+    b_mode slice: rows 3 .. 3+K of pre-packed panels K+8 rows deep (rsb = their depth).
     """
     rng = rng or np.random.default_rng(M * 10007 + N * 101 + K)
     a = rng.standard_normal((M, K)).astype(np.float32)
@@ -184,6 +185,10 @@ def run_gemm(lib, M, N, K, *, a_mode="row", b_mode="row", bias=None, residual=Fa
             return buf, 2 * c + 5, 2, 0
         if mode == "packed":
             return pack(x), 0, 0, 1
+        if mode == "slice":  # a slice of a deeper reduction, as a K-split thread multiplies
+            deep = np.full((r + 8, c), 1e3, np.float32)
+            deep[3:3 + r] = x
+            return pack(deep)[3 * NR:], r + 8, 0, 1
         raise ValueError(mode)
 
     abuf, rsa, csa, ap = operand(a, a_mode, pack_a)
@@ -222,14 +227,16 @@ SIZES = [1, 5, 6, 7, 16, 17, 33, 100]
 
 
 @pytest.mark.parametrize("a_mode,b_mode", [("row", "row"), ("row", "packed"), ("packed", "row"),
-                                           ("packed", "packed"), ("trans", "trans"), ("strided", "strided")])
+                                           ("packed", "packed"), ("trans", "trans"), ("strided", "strided"),
+                                           ("trans", "slice")])
 def test_gemm_shapes(lib, a_mode, b_mode):
     for M, N in itertools.product(SIZES, SIZES):
         for K in (1, 7, 33, 100):
             run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode)
 
 
-@pytest.mark.parametrize("a_mode,b_mode", [("row", "row"), ("row", "packed"), ("packed", "row"), ("trans", "row")])
+@pytest.mark.parametrize("a_mode,b_mode", [("row", "row"), ("row", "packed"), ("packed", "row"), ("trans", "row"),
+                                           ("row", "slice")])
 def test_gemm_large(lib, a_mode, b_mode):
     # K=300 > KC: several k blocks (C accumulation); 300 rows/cols: several MC panels and edges
     for M, N, K in [(300, 300, 300), (17, 300, 300), (300, 17, 300), (16, 100, 300), (3, 33, 600), (300, 5, 7)]:
@@ -277,7 +284,7 @@ def test_gemm_k_zero(lib):
 
 
 def test_gemm_naive(lib):
-    for a_mode, b_mode in [("row", "row"), ("packed", "packed"), ("trans", "strided")]:
+    for a_mode, b_mode in [("row", "row"), ("packed", "packed"), ("trans", "strided"), ("packed", "slice")]:
         run_gemm(lib, 17, 33, 40, a_mode=a_mode, b_mode=b_mode, bias="row", residual=True, act="silu", naive=True)
 
 
@@ -463,7 +470,8 @@ SMALLP_CASES = [
     (1, 5, 4, 3, 7, 3, 3, 1, 2, 2, 1, False, True),        # dilation 2, padding 2
     (1, 3, 7, 7, 5, 3, 3, 2, 0, 1, 1, False, True),        # no padding: taps straight from the input
     (1, 120000, 1, 1, 3, 3, 3, 1, 1, 1, 1, False, False),  # padded copy over its limit: bounds-checked taps
-]
+    (1, 600, 7, 7, 40, 1, 1, 1, 0, 1, 1, False, True),     # pointwise, more input than output channels: with
+]                                                           # 2-4 threads (test_openmp_build) split over channels
 
 
 @pytest.mark.parametrize("case", SMALLP_CASES, ids=[f"smallp{i}" for i in range(len(SMALLP_CASES))])
@@ -558,6 +566,8 @@ def test_openmp_build(tmp_path):
         for (M, N, K), a_mode, b_mode in [((200, 700, 300), "row", "row"), ((700, 40, 300), "trans", "row"),
                                           ((64, 3000, 100), "row", "packed")]:
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act="clamp")
+        for case in (SMALLP_CASES[0], SMALLP_CASES[6], SMALLP_CASES[7]):  # split over channels by 3, not by 8
+            run_conv(dll, case, smallp=True)
     dll.t_set_threads(2)
 
 
@@ -609,7 +619,7 @@ int main(void)
                     memcpy(C2, C1, sizeof(float) * (size_t)M * ldc);
                     pack(Ap, A, M, K, PT2C_GEMM_MR, 1);
                     pack(Bp, B, K, N, PT2C_GEMM_NR, 0);
-                    pt2c_sgemm(C1, ldc, ap ? Ap : A, K, 1, ap, bp ? Bp : B, N, 1, bp, M, N, K, &ep, scr);
+                    pt2c_sgemm(C1, ldc, ap ? Ap : A, K, 1, ap, bp ? Bp : B, bp ? 0 : N, 1, bp, M, N, K, &ep, scr);
                     pt2c_sgemm_naive(C2, ldc, A, K, 1, 0, B, N, 1, 0, M, N, K, &ep, NULL);
                     bad |= check(C1, C2, M, ldc, ldc, "gemm");
                     free(A), free(B), free(bias), free(res), free(Ap), free(Bp), free(C1), free(C2), free(scr);

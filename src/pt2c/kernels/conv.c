@@ -212,11 +212,12 @@ static void pt2c_im2col_panel_padded(float *PT2C_RESTRICT dst, const float *PT2C
     }
 }
 
-/* Zero-padded copy of C planes (H x W -> (H + 2ph) x (W + 2pw)), then PT2C_CONV_PAD_SLACK zeros. */
-static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph, int pw)
+/* Zero-padded copy of C planes (H x W -> (H + 2ph) x (W + 2pw)). */
+static void pt2c_conv_pad_planes(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph,
+                                 int pw)
 {
     const int Wp = W + 2 * pw, Hp = H + 2 * ph;
-    int c, t;
+    int c;
     PT2C_OMP(parallel for schedule(static) if ((long)C * Hp * Wp > 65536L))
     for (c = 0; c < C; c++) {
         float *d = dst + (ptrdiff_t)c * Hp * Wp;
@@ -231,7 +232,14 @@ static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT i
         }
         memset(d + (ptrdiff_t)(ph + H) * Wp, 0, (size_t)ph * Wp * sizeof(float));
     }
-    for (t = 0; t < PT2C_CONV_PAD_SLACK; t++) dst[(ptrdiff_t)C * Hp * Wp + t] = 0.0f;
+}
+
+/* The same, then PT2C_CONV_PAD_SLACK zeros. */
+static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph, int pw)
+{
+    int t;
+    pt2c_conv_pad_planes(dst, in, C, H, W, ph, pw);
+    for (t = 0; t < PT2C_CONV_PAD_SLACK; t++) dst[(ptrdiff_t)C * (H + 2 * ph) * (W + 2 * pw) + t] = 0.0f;
 }
 
 /* The B operand of pt2c_conv2d's GEMM, one NR-wide micro-panel at a time (pt2c_gemm_bfn): from
@@ -386,15 +394,36 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
  * pixels are cut into MR = 6 row panels (49 -> 54, 91% useful), the output
  * channels fill whole 16-wide panels, and W^T is pre-packed as the B operand
  * (layout.py: pack_conv_weight_t).  outT lands in scratch and is transposed
- * into NCHW with the epilogue.  Ungrouped convolutions only. */
+ * into NCHW with the epilogue.  Ungrouped convolutions only.
+ *
+ * With 2 .. PT2C_SMALLP_KSPLIT threads and a sum longer than the output channels (a 3x3 conv, a
+ * projection after a depthwise conv), the threads split the input channels instead of the
+ * output: each pads, im2cols and multiplies its slice of channels (largely the ones it wrote
+ * itself: the layer before splits by channel too) into its own outT, and the NCHW store adds
+ * them up.  What crosses between cores is then P x OC partial sums, not the P x K im2col or
+ * input, read strided by both.  At 2 threads (AVX-512): ResNet-18's 512 -> 512 3x3 at 7x7
+ * 0.78 -> 0.67 ms, MobileNetV2's 576 -> 160 54 -> 39 us, 960 -> 160 (+ residual) 82 -> 58 us. */
+#ifndef PT2C_SMALLP_KSPLIT
+#define PT2C_SMALLP_KSPLIT 4
+#endif
+static int pt2c_smallp_ksplit_ok(int P, int K, int OC)
+{
+    return K >= OC && K >= 2 * 64 && (long)P * OC * K >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD;
+}
+
 PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw,
                                                      int ph, int pw, int OH, int OW)
 {
     size_t P = (size_t)OH * OW, K = (size_t)C * KH * KW;
     size_t outT = (P * (size_t)OC + 15) & ~(size_t)15;
     if (P == 0 || OC <= 0) return 0;
-    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) /* A = the input itself, packed by the GEMM */
-        return outT + pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)K, 0, 1);
+    if (pt2c_smallp_ksplit_ok((int)P, (int)K, OC)) outT *= PT2C_SMALLP_KSPLIT; /* each thread's outT */
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) { /* A = the input itself, packed by the GEMM */
+        size_t one = pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)K, 0, 1), split = 0;
+        if (pt2c_smallp_ksplit_ok((int)P, (int)K, OC)) /* a GEMM scratch per thread */
+            split = PT2C_SMALLP_KSPLIT * pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)(K + 1) / 2, 0, 1);
+        return outT + PT2C_MAX(one, split);
+    }
     /* the packed im2col, then the zero-padded input (none when unpadded or over its limit) */
     return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K + pt2c_conv_pad_floats(C, H, W, ph, pw);
 }
@@ -454,15 +483,57 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
     const int P = OH * OW, K = C * KH * KW;
     const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
     const size_t pad_floats = pt2c_conv_pad_floats(C, H, W, ph, pw);
-    float *outT = scratch, *col = scratch + (((size_t)P * OC + 15) & ~(size_t)15);
-    int n;
+    const size_t outT_floats = ((size_t)P * OC + 15) & ~(size_t)15;
+    const int ksplit = pt2c_smallp_ksplit_ok(P, K, OC);
+    float *outT = scratch, *col = scratch + outT_floats * (ksplit ? PT2C_SMALLP_KSPLIT : 1);
+    int n, nk = 1; /* threads splitting the sum over input channels (outT of thread t: outT + t * outT_floats) */
     if (P <= 0 || OC <= 0) return;
+#if defined(_OPENMP)
+    if (ksplit && !omp_in_parallel() && omp_get_max_threads() >= 2 && omp_get_max_threads() <= PT2C_SMALLP_KSPLIT)
+        nk = omp_get_max_threads();
+#endif
     for (n = 0; n < N; n++) {
         const float *in_n = in + (ptrdiff_t)n * C * H * W;
         float *out_n = out + (ptrdiff_t)n * OC * P;
         const float *res_n = ep && ep->residual ? ep->residual + (ptrdiff_t)n * OC * P : NULL;
         int oc;
-        if (pointwise) {
+        if (pointwise && nk > 1) {
+            const size_t per = pt2c_sgemm_scratch_floats_ex(P, OC, (K + 1) / 2, 0, 1);
+            PT2C_OMP(parallel num_threads(nk))
+            { /* A(p, c) = in[c*P + p], channels k0 .. k1 (panels of the packed W^T: K rows deep) */
+                const int t = PT2C_THREAD_ID(), k0 = (int)((long)K * t / nk), k1 = (int)((long)K * (t + 1) / nk);
+                pt2c_sgemm(outT + (size_t)t * outT_floats, OC, in_n + (ptrdiff_t)k0 * P, 1, P, 0,
+                           wt_packed + (ptrdiff_t)k0 * PT2C_GEMM_NR, K, 0, 1, P, OC, k1 - k0, NULL,
+                           col + (size_t)t * per);
+            }
+        } else if (nk > 1) { /* the same by input channels c0 .. c1: each thread pads, im2cols and multiplies its own */
+            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, padded = ph > 0 || pw > 0;
+            const int inside = !padded || pad_floats > 0, Hp = H + 2 * ph, Wp = W + 2 * pw;
+            float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
+            PT2C_OMP(parallel num_threads(nk))
+            {
+                const int t = PT2C_THREAD_ID(), c0 = (int)((long)C * t / nk), c1 = (int)((long)C * (t + 1) / nk);
+                const int k0 = c0 * KH * KW, kt = (c1 - c0) * KH * KW;
+                float *colt = col + (ptrdiff_t)npan * PT2C_GEMM_MR * k0; /* npan panels kt deep */
+                const float *x = padded && inside ? xp + (ptrdiff_t)c0 * Hp * Wp : in_n + (ptrdiff_t)c0 * H * W;
+                int p;
+                if (padded && inside) /* (its planes only: these taps never read the slack past the last) */
+                    pt2c_conv_pad_planes(xp + (ptrdiff_t)c0 * Hp * Wp, in_n + (ptrdiff_t)c0 * H * W, c1 - c0, H, W, ph,
+                                         pw);
+                for (p = 0; p < npan; p++) {
+                    float *dst = colt + (ptrdiff_t)p * PT2C_GEMM_MR * kt;
+                    const int np = PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR);
+                    if (inside)
+                        pt2c_im2col_panel_px_in(dst, x, p * PT2C_GEMM_MR, np, c1 - c0, Hp, Wp, KH, KW, sh, sw, dh, dw,
+                                                OW);
+                    else
+                        pt2c_im2col_panel_px(dst, x, p * PT2C_GEMM_MR, np, c1 - c0, H, W, KH, KW, sh, sw, ph, pw, dh,
+                                             dw, OW);
+                }
+                pt2c_sgemm(outT + (size_t)t * outT_floats, OC, colt, 0, 0, 1, wt_packed + (ptrdiff_t)k0 * PT2C_GEMM_NR,
+                           K, 0, 1, P, OC, kt, NULL, NULL);
+            }
+        } else if (pointwise) {
             /* A(p, c) = in[c*P + p]: the GEMM packs it */
             pt2c_sgemm(outT, OC, in_n, 1, P, 0, wt_packed, 0, 0, 1, P, OC, K, NULL, col);
         } else {
@@ -505,8 +576,12 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                 for (; p + 16 <= P; p += 16) {
                     __m256 r[8], s[8];
                     for (j = 0; j < 8; j++) {
-                        r[j] = _mm256_loadu_ps(outT + (ptrdiff_t)(p + j) * OC + oc);
-                        s[j] = _mm256_loadu_ps(outT + (ptrdiff_t)(p + 8 + j) * OC + oc);
+                        const float *o0 = outT + (ptrdiff_t)(p + j) * OC + oc, *o1 = o0 + 8 * (ptrdiff_t)OC;
+                        int t;
+                        r[j] = _mm256_loadu_ps(o0), s[j] = _mm256_loadu_ps(o1);
+                        for (t = 1; t < nk; t++)
+                            r[j] = _mm256_add_ps(r[j], _mm256_loadu_ps(o0 + (size_t)t * outT_floats)),
+                            s[j] = _mm256_add_ps(s[j], _mm256_loadu_ps(o1 + (size_t)t * outT_floats));
                     }
                     pt2c_tr8x8_v(r);
                     pt2c_tr8x8_v(s);
@@ -521,8 +596,12 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                 float *o = out_n + (ptrdiff_t)(oc + j) * P;
                 const float b = ep && ep->bias ? ep->bias[oc + j] : 0.0f;
                 const int done = ep && (ep->act == PT2C_ACT_RELU || ep->act == PT2C_ACT_CLAMP) ? p : 0;
-                int q;
-                for (q = p; q < P; q++) o[q] = outT[(ptrdiff_t)q * OC + oc + j] + b;
+                int q, t;
+                for (q = p; q < P; q++) {
+                    float v = outT[(ptrdiff_t)q * OC + oc + j];
+                    for (t = 1; t < nk; t++) v += outT[(size_t)t * outT_floats + (ptrdiff_t)q * OC + oc + j];
+                    o[q] = v + b;
+                }
                 if (res_n)
                     for (q = p; q < P; q++) o[q] += res_n[(ptrdiff_t)(oc + j) * P + q];
                 if (ep) pt2c_epilogue_act(o + done, P - done, ep->act, ep->lo, ep->hi);

@@ -1032,6 +1032,7 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
      * last k block is stored: per tile row of 16 (pt2c_gemm_store_tile) their loops hardly
      * vectorise, and the micro-kernels then keep the rest of the epilogue in registers. */
     const int late_act = PT2C_GEMM_EP_IN_REGS(ep) ? PT2C_ACT_NONE : ep->act;
+    const int kb = b_packed && rsb > 0 ? rsb : K; /* the depth of pre-packed B's panels (pt2c_sgemm) */
     pt2c_epilogue ep_early;
     float *abuf = scratch;
     float *bbuf = scratch && pack_a ? scratch + pt2c_gemm_round16((size_t)PT2C_MIN(PT2C_GEMM_MC, (M + MR - 1) / MR * MR) *
@@ -1053,8 +1054,8 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
             const float *bp;
             ptrdiff_t bps, bs = NR; /* distance between B micro-panels, between their rows */
             if (b_packed) {
-                bp = B + (ptrdiff_t)jc * K + (ptrdiff_t)pc * NR;
-                bps = (ptrdiff_t)NR * K;
+                bp = B + (ptrdiff_t)jc * kb + (ptrdiff_t)pc * NR;
+                bps = (ptrdiff_t)NR * kb;
             } else if (b_direct) { /* in place; a last partial panel packed (zero-padded) into bbuf */
                 bp = B + (ptrdiff_t)pc * rsb + jc;
                 bps = NR;
@@ -1151,7 +1152,9 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
 
 /* C = act(A*B + bias + residual).  scratch: pt2c_sgemm_scratch_floats_ex(M,
  * N, K, a_packed, b_packed) floats (0, so NULL is fine, when both operands are
- * packed, or when A is unpacked with M <= 16 and B packed). */
+ * packed, or when A is unpacked with M <= 16 and B packed).  A pre-packed B
+ * (b_packed) has panels of K rows, or of rsb rows when rsb > 0, of which the
+ * first K take part: a slice of the reduction, B = panels + k0 * NR. */
 PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa, int a_packed, const float *B,
                             int rsb, int csb, int b_packed, int M, int N, int K, const pt2c_epilogue *ep,
                             float *scratch)
@@ -1218,8 +1221,8 @@ PT2C_KERNEL void pt2c_sgemm(float *C, int ldc, const float *A, int rsa, int csa,
                     et = &e;
                 }
                 pt2c_gemm_serial(C + j0, ldc, share_a ? apack : A, rsa, csa, share_a ? 2 : a_packed,
-                                 b_packed ? B + (ptrdiff_t)j0 * K : B + (ptrdiff_t)j0 * csb, rsb, csb, b_packed, M, n,
-                                 K, et, sc);
+                                 b_packed ? B + (ptrdiff_t)j0 * (rsb > 0 ? rsb : K) : B + (ptrdiff_t)j0 * csb, rsb, csb,
+                                 b_packed, M, n, K, et, sc);
             } else {
                 int i0 = u0 * PT2C_GEMM_MR, m = PT2C_MIN(M, u1 * PT2C_GEMM_MR) - i0;
                 if (ep) {
@@ -1252,8 +1255,8 @@ PT2C_KERNEL void pt2c_sgemm_naive(float *C, int ldc, const float *A, int rsa, in
                 float a = a_packed ? A[(ptrdiff_t)(i / PT2C_GEMM_MR) * PT2C_GEMM_MR * K + (ptrdiff_t)k * PT2C_GEMM_MR +
                                        i % PT2C_GEMM_MR]
                                    : A[(ptrdiff_t)i * rsa + (ptrdiff_t)k * csa];
-                float b = b_packed ? B[(ptrdiff_t)(j / PT2C_GEMM_NR) * PT2C_GEMM_NR * K + (ptrdiff_t)k * PT2C_GEMM_NR +
-                                       j % PT2C_GEMM_NR]
+                float b = b_packed ? B[(ptrdiff_t)(j / PT2C_GEMM_NR) * PT2C_GEMM_NR * (rsb > 0 ? rsb : K) +
+                                       (ptrdiff_t)k * PT2C_GEMM_NR + j % PT2C_GEMM_NR]
                                    : B[(ptrdiff_t)k * rsb + (ptrdiff_t)j * csb];
                 s += (double)a * b;
             }

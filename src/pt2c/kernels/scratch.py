@@ -5,6 +5,7 @@ functions and refuses to run (an internal error) if a mirror ever drifts."""
 from __future__ import annotations
 
 MAX_THREADS = 8  # PT2C_MAX_THREADS
+SMALLP_KSPLIT = 4  # PT2C_SMALLP_KSPLIT
 MR, NR = 6, 16  # PT2C_GEMM_MR / NR
 MC, KC, NC = 144, 256, 2048  # PT2C_GEMM_MC / KC / NC
 SKINNY_M = 16  # PT2C_GEMM_SKINNY_M
@@ -87,9 +88,12 @@ def conv2d_smallp_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: i
     P, K = OH * OW, C * KH * KW
     if P <= 0 or OC <= 0:
         return 0
-    out_t = _r16(P * OC)
+    ksplit = K >= OC and K >= 2 * 64 and P * OC * K >= 2 * MIN_MACS_PER_THREAD  # pt2c_smallp_ksplit_ok
+    out_t = _r16(P * OC) * (SMALLP_KSPLIT if ksplit else 1)  # each thread's outT
     if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
-        return out_t + sgemm_scratch_floats(P, OC, K, a_packed=False, b_packed=True)
+        one = sgemm_scratch_floats(P, OC, K, a_packed=False, b_packed=True)
+        split = SMALLP_KSPLIT * sgemm_scratch_floats(P, OC, (K + 1) // 2, a_packed=False, b_packed=True) if ksplit else 0
+        return out_t + max(one, split)  # (a GEMM scratch per thread)
     return out_t + (P + MR - 1) // MR * MR * K + _conv_pad_floats(C, H, W, ph, pw)  # im2col, the padded input
 
 
