@@ -722,6 +722,50 @@ def test_sanitizers(tmp_path, flags):
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
 
 
+SMALL_TEAM_MAIN = r"""
+#include "conv.c"
+#include <stdio.h>
+#include <stdlib.h>
+/* smallp convs asked for 2 threads: the same output as with 1, whatever team OpenMP gives */
+static int run(int C, int OC, int H, int KK, int pad)
+{
+    const int P = H * H, K = C * KK * KK, np = (OC + 15) / 16;
+    float *in = malloc(sizeof(float) * C * P), *w = malloc(sizeof(float) * K * np * 16);
+    float *o1 = malloc(sizeof(float) * OC * P), *o2 = malloc(sizeof(float) * OC * P);
+    float *s = malloc(sizeof(float) * pt2c_conv2d_smallp_scratch_floats(C, H, H, OC, KK, KK, 1, 1, pad, pad, H, H));
+    int i, bad = 0;
+    for (i = 0; i < C * P; i++) in[i] = (float)(i % 7 - 3); /* small integers: every sum exact */
+    for (i = 0; i < K * np * 16; i++) w[i] = (float)(i % 5 - 2);
+    omp_set_num_threads(1);
+    pt2c_conv2d_smallp(o1, in, w, NULL, 1, C, H, H, OC, KK, KK, 1, 1, pad, pad, 1, 1, H, H, s);
+    omp_set_num_threads(2);
+    pt2c_conv2d_smallp(o2, in, w, NULL, 1, C, H, H, OC, KK, KK, 1, 1, pad, pad, 1, 1, H, H, s);
+    for (i = 0; i < OC * P; i++) bad |= o1[i] != o2[i];
+    free(in), free(w), free(o1), free(o2), free(s);
+    return bad;
+}
+int main(void)
+{
+    int bad = run(576, 160, 7, 1, 0) | run(256, 64, 7, 3, 1);
+    printf(bad ? "MISMATCH\n" : "OK\n");
+    return bad;
+}
+"""
+
+
+def test_smaller_team_than_asked(tmp_path):
+    """OMP_THREAD_LIMIT=1 under 2 requested threads: a kernel that splits work by the number of
+    threads it asked for must split by the team it got (the smallp channel split did not)."""
+    src = tmp_path / "team.c"
+    src.write_text(SMALL_TEAM_MAIN)
+    exe = tmp_path / "team"
+    subprocess.run(["gcc", *WARN, "-O2", "-mavx2", "-mfma", "-fopenmp", f"-I{KDIR}", str(src), "-o", str(exe), "-lm"],
+                   check=True)
+    for limit in ("1", "2"):
+        r = subprocess.run([str(exe)], capture_output=True, text=True, env=dict(os.environ, OMP_THREAD_LIMIT=limit))
+        assert r.returncode == 0 and "OK" in r.stdout, f"OMP_THREAD_LIMIT={limit}: {r.stdout}{r.stderr}"
+
+
 def _host_has_avx512() -> bool:
     try:
         flags = next(ln for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("flags")).split()

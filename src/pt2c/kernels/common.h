@@ -38,9 +38,11 @@
 #define PT2C_PRAGMA(x) _Pragma(#x)
 #define PT2C_OMP(x) PT2C_PRAGMA(omp x)
 #define PT2C_THREAD_ID() omp_get_thread_num()
+#define PT2C_TEAM_SIZE() omp_get_num_threads()
 #else
 #define PT2C_OMP(x)
 #define PT2C_THREAD_ID() 0
+#define PT2C_TEAM_SIZE() 1
 #endif
 
 #ifndef PT2C_MAX_THREADS

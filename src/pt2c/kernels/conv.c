@@ -501,7 +501,9 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             const size_t per = pt2c_sgemm_scratch_floats_ex(P, OC, (K + 1) / 2, 0, 1);
             PT2C_OMP(parallel num_threads(nk))
             { /* A(p, c) = in[c*P + p], channels k0 .. k1 (panels of the packed W^T: K rows deep) */
-                const int t = PT2C_THREAD_ID(), k0 = (int)((long)K * t / nk), k1 = (int)((long)K * (t + 1) / nk);
+                const int t = PT2C_THREAD_ID(), nt = PT2C_TEAM_SIZE();
+                const int k0 = (int)((long)K * t / nt), k1 = (int)((long)K * (t + 1) / nt);
+                if (t == 0) nk = nt; /* (a team smaller than asked for: the store adds the partials there are) */
                 pt2c_sgemm(outT + (size_t)t * outT_floats, OC, in_n + (ptrdiff_t)k0 * P, 1, P, 0,
                            wt_packed + (ptrdiff_t)k0 * PT2C_GEMM_NR, K, 0, 1, P, OC, k1 - k0, NULL,
                            col + (size_t)t * per);
@@ -512,8 +514,10 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
             PT2C_OMP(parallel num_threads(nk))
             {
-                const int t = PT2C_THREAD_ID(), c0 = (int)((long)C * t / nk), c1 = (int)((long)C * (t + 1) / nk);
+                const int t = PT2C_THREAD_ID(), nt = PT2C_TEAM_SIZE();
+                const int c0 = (int)((long)C * t / nt), c1 = (int)((long)C * (t + 1) / nt);
                 const int k0 = c0 * KH * KW, kt = (c1 - c0) * KH * KW;
+                if (t == 0) nk = nt; /* (as above) */
                 float *colt = col + (ptrdiff_t)npan * PT2C_GEMM_MR * k0; /* npan panels kt deep */
                 const float *x = padded && inside ? xp + (ptrdiff_t)c0 * Hp * Wp : in_n + (ptrdiff_t)c0 * H * W;
                 int p;
