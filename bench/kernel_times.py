@@ -2,7 +2,7 @@
 
     python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25 | --order]
 
-Compiles the zoo model (resnet18, mobilenetv2, bert, gpt2, mlp, ...) at its bench size, puts a
+Compiles the zoo model (resnet18, mobilenetv2, bert, gpt2, mlp, mlp_b64: the MLP at batch 64) at its bench size, puts a
 clock_gettime pair around every pt2c_* kernel call of the generated C (model.c, and the code
 path files model_<isa>.c of a multi-versioned --target such as x86_64-v3,x86_64-v4), builds it
 with gcc -O3 and OpenMP, runs it --runs times after a warm-up and prints the mean time per call
@@ -64,7 +64,7 @@ def main() -> None:
     import pt2c
     from pt2c import zoo
 
-    model, inputs = zoo.FAMILIES[args.model]("bench")
+    model, inputs = zoo.mlp("bench", batch=64) if args.model == "mlp_b64" else zoo.FAMILIES[args.model]("bench")
     ep = torch.export.export(model.eval(), inputs)
     out = Path(tempfile.mkdtemp(prefix=f"pt2c_kernel_times_{args.model}_"))
     pt2c.compile(ep, out, target=args.target)
