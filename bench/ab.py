@@ -27,6 +27,7 @@ sys.path.insert(0, sys.argv[1])
 import numpy as np, torch, pt2c
 from pt2c import zoo
 spec, out, name, target = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+# not zoo.bench_model: the base tree may predate it
 model, inputs = zoo.mlp("bench", batch=64) if spec == "mlp_b64" else zoo.FAMILIES[spec]("bench")
 ep = torch.export.export(model, inputs, strict=False)
 pt2c.compile(ep, out, name=name, target=target)

@@ -72,14 +72,6 @@ def _rss_kib() -> int:
     return _status_kib("VmRSS")
 
 
-def make_model(spec: str):
-    from pt2c import zoo
-
-    if spec == "mlp_b64":
-        return zoo.mlp("bench", batch=64)
-    return zoo.FAMILIES[spec]("bench")
-
-
 # --------------------------------------------------------------------------- worker
 
 def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
@@ -125,7 +117,9 @@ def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
                 runner = torch._inductor.aoti_load_package(str(wd / "model.pt2"))
                 call = runner
             else:
-                model, _ = make_model(spec)
+                from pt2c import zoo
+
+                model, _ = zoo.bench_model(spec)
                 call = torch.compile(model) if engine == "compile" else model
             ts = [torch.from_numpy(x) for x in xs]
 
@@ -170,10 +164,11 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
 
     sys.path.insert(0, str(ROOT / "src"))
     import pt2c
+    from pt2c import zoo
 
     failures: dict[str, str] = {}
     torch.set_num_threads(2)
-    model, inputs = make_model(spec)
+    model, inputs = zoo.bench_model(spec)
     for i, x in enumerate(inputs):
         np.save(wd / f"in{i}.npy", x.numpy())
     with torch.no_grad():

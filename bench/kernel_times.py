@@ -64,7 +64,7 @@ def main() -> None:
     import pt2c
     from pt2c import zoo
 
-    model, inputs = zoo.mlp("bench", batch=64) if args.model == "mlp_b64" else zoo.FAMILIES[args.model]("bench")
+    model, inputs = zoo.bench_model(args.model)
     ep = torch.export.export(model.eval(), inputs)
     out = Path(tempfile.mkdtemp(prefix=f"pt2c_kernel_times_{args.model}_"))
     pt2c.compile(ep, out, target=args.target)

@@ -63,7 +63,7 @@ def main() -> None:
     from pt2c import zoo
 
     for spec in args.models.split(","):
-        model, inputs = zoo.mlp("bench", batch=64) if spec == "mlp_b64" else zoo.FAMILIES[spec]("bench")
+        model, inputs = zoo.bench_model(spec)
         wd = Path(tempfile.mkdtemp(prefix=f"pt2c_thr_{spec}_"))
         ep = torch.export.export(model, inputs, strict=False)
         pt2c.compile(ep, wd / "out", name=spec, target="x86_64-v3")

@@ -394,3 +394,8 @@ FAMILIES = {
     "lstm": lstm,
     "gru": gru,
 }
+
+
+def bench_model(spec: str):
+    """A family at its "bench" size by name, or "mlp_b64": the MLP at batch 64 (bench/ scripts)."""
+    return mlp("bench", batch=64) if spec == "mlp_b64" else FAMILIES[spec]("bench")
