@@ -326,7 +326,8 @@ CONV_CASES = [
     (2, 6, 29, 61, 20, 1, 1, 2, 0, 1, 2, False, True),     # strided 1x1 subsampled: W odd (vector and scalar columns), groups 2
     (1, 4, 20, 19, 9, 1, 1, 3, 0, 1, 1, False, False),     # strided 1x1 subsampled: stride 3
 ]
-# depthwise 3x3 stride 2 pad 1 with OW >= 16, planes over 4096 on x86: rows split into even and odd columns
+# depthwise 3x3 stride 2 pad 1 with OW >= 16, planes over 4096: on AVX2 rows split into even and odd
+# columns, on AVX-512 strips down bands of rows
 DW_S2_CASES = [
     (1, 3, 120, 37, 3, 3, 3, 2, 1, 1, 3, True, True),      # W odd
     (2, 2, 65, 64, 4, 3, 3, 2, 1, 1, 2, True, False),      # H odd (bottom padding), multiplier 2

@@ -834,8 +834,9 @@ PT2C_KERNEL void pt2c_conv2d_wino(float *out, const float *in, const float *u, c
  * 3x3, stride 1, padding 1 on x86 with rows of up to PT2C_DW_ROWS_MAX_W (MobileNet's 112x112 down
  * to 7x7) goes one plane per task in vertical strips of one vector: each input row is loaded once as
  * three shifted, masked vectors and feeds the three output rows around it (pt2c_dw_plane_rows).
- * Stride 2 likewise for input planes of up to PT2C_DW_ROWS_S2_MAX_HW, the even and odd input
- * columns of a strip taken from two loads by permutes (pt2c_dw_plane_rows_s2).
+ * Stride 2 likewise for input planes of up to PT2C_DW_ROWS_S2_MAX_HW (AVX2: 4096; AVX-512: any), the
+ * even and odd input columns of a strip taken from two loads by permutes, the strips going down
+ * bands of output rows whose input rows stay in L1 (pt2c_dw_plane_rows_s2).
  *
  * Other stride-1 "same" convolutions (OH = H, OW = W: EfficientNet's 5x5, wider rows, other
  * instruction sets) on planes larger than PT2C_DW_DIRECT_MIN_HW read the input directly, one plane
@@ -1057,8 +1058,14 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
 #define PT2C_DW_ROWS_MAX_W 128 /* wider rows: the flattened plane (224 x 224: 11-21 % faster) */
 #endif
 #ifndef PT2C_DW_ROWS_S2_MAX_HW
-#define PT2C_DW_ROWS_S2_MAX_HW 4096 /* larger input planes: split rows (each strip would stream the plane
-                                       from L2 again; 112 x 112: 10-45 % slower) */
+#if defined(PT2C_SIMD_AVX512)
+#define PT2C_DW_ROWS_S2_MAX_HW (1L << 30) /* any plane, in bands (112 x 112: 1.25x the split rows) */
+#else
+#define PT2C_DW_ROWS_S2_MAX_HW 4096L /* larger input planes: split rows (112 x 112: 0.95x in bands) */
+#endif
+#endif
+#ifndef PT2C_DW_ROWS_S2_BAND_FLOATS
+#define PT2C_DW_ROWS_S2_BAND_FLOATS 4096 /* input rows of a band of output rows, which all strips go down */
 #endif
 static int pt2c_dw_rows(int H, int W, int OH, int OW, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw)
 {
@@ -1195,24 +1202,34 @@ PT2C_GEMM_INLINE void pt2c_dw_s2_cols(const float *x, const pt2c_dw_s2m *m, pt2c
 }
 
 /* op = act(bias + taps) of a 3x3, stride 2, pad 1 plane (OH = (H + 1) / 2, OW = (W + 1) / 2): strips of
- * V output columns down the plane; an odd input row feeds the output rows above and below it */
+ * V output columns down a band of output rows, then the next band; an odd input row feeds the output
+ * rows above and below it */
 static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT ip,
                                   const float *PT2C_RESTRICT wk, float bias, int H, int W, int OW, int act, float lo,
                                   float hi)
 {
-    const int V = PT2C_DW_ROW_V, OH = (H + 1) / 2;
+    const int V = PT2C_DW_ROW_V, OH = (H + 1) / 2, band = PT2C_MAX(1, PT2C_DW_ROWS_S2_BAND_FLOATS / (2 * W));
+    const int nstrip = (OW + V - 1) / V, ntask = (OH + band - 1) / band * nstrip;
     const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias);
     pt2c_dw_rv w[9];
-    int c0, oh;
+    int task, oh;
     pt2c_dw_rv_taps(w, wk);
-    for (c0 = 0; c0 < OW; c0 += V) {
+    for (task = 0; task < ntask; task++) { /* band by band, strip by strip */
+        const int oh0 = task / nstrip * band, c0 = task % nstrip * V;
         const pt2c_dw_s2m m = pt2c_dw_s2_masks(c0, W);
         const pt2c_dw_rm mo = pt2c_dw_rmask(0, OW - c0);
-        const float *x = ip + 2 * c0 - 1;
-        float *o = op + c0;
+        const int oh1 = PT2C_MIN(OH, oh0 + band);
+        const float *x = ip + (ptrdiff_t)2 * oh0 * W + 2 * c0 - 1;
+        float *o = op + (ptrdiff_t)oh0 * OW + c0;
+        pt2c_dw_rv xm, xe, xp;
         pt2c_dw_rv acc = bv; /* output row oh; its input row 2 oh - 1 was added with the row above */
-        for (oh = 0; oh < OH; oh++, x += 2 * W, o += OW) {
-            pt2c_dw_rv xm, xe, xp, next = bv;
+        if (oh0 > 0) { /* (the band's first: input row 2 oh0 - 1 from here) */
+            pt2c_dw_s2_cols(x - W, &m, &xm, &xe, &xp);
+            acc = PT2C_DW_RV_FMA(w[0], xm, acc), acc = PT2C_DW_RV_FMA(w[1], xe, acc);
+            acc = PT2C_DW_RV_FMA(w[2], xp, acc);
+        }
+        for (oh = oh0; oh < oh1; oh++, x += 2 * W, o += OW) {
+            pt2c_dw_rv next = bv;
             pt2c_dw_s2_cols(x, &m, &xm, &xe, &xp);
             acc = PT2C_DW_RV_FMA(w[3], xm, acc), acc = PT2C_DW_RV_FMA(w[4], xe, acc), acc = PT2C_DW_RV_FMA(w[5], xp, acc);
             if (2 * oh + 1 < H) {
