@@ -2,7 +2,7 @@
 
     python bench/compare.py [--models mlp,mlp_b64,resnet18,mobilenetv2,bert,gpt2] [--threads 1,2]
                             [--engines pt2c,pt2c_mv,eager,compile,aoti,ort] [--runs 24] [--md docs/BENCHMARKS.md]
-                            [--png docs/benchmarks.png] [--json results.json]
+                            [--png docs/benchmarks.png] [--json results.json] [--hide-avx512]
 
 Method
   * Preparation (this process, per model): the zoo model at its "bench" size is exported
@@ -46,6 +46,8 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+import hide_avx512
 
 ROOT = Path(__file__).resolve().parents[1]
 # pt2c: built for x86_64-v3 (AVX2+FMA); pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact
@@ -372,7 +374,11 @@ def main() -> None:
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: latency (default); cpu: the worker's CPU time per run -- use with --threads 1 on a "
                          "machine shared with other jobs, where wall time mostly measures the load")
+    ap.add_argument("--hide-avx512", action="store_true",
+                    help="time every engine as on an AVX2+FMA CPU: cpuid hides AVX-512/AMX (see bench/avx2_only.c)")
     args = ap.parse_args()
+    if args.hide_avx512:
+        hide_avx512.reexec()
     if args.clock == "cpu":
         if args.threads != "1":
             ap.error("--clock cpu measures latency only with --threads 1")
@@ -413,7 +419,7 @@ def main() -> None:
         cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    machine = f"{os.cpu_count()}-core {cpu}"
+    machine = f"{os.cpu_count()}-core {cpu}" + (f"; {hide_avx512.LABEL}" if args.hide_avx512 else "")
     if args.png:
         write_png(args.png, results, engines, threads)
     if args.md:

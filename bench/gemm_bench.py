@@ -1,13 +1,14 @@
 """Single-thread SGEMM throughput: pt2c_sgemm vs numpy (np.matmul) vs torch.mm.
 
-    python bench/gemm_bench.py [--reps N] [--march x86-64-v3|x86-64-v4]
+    python bench/gemm_bench.py [--reps N] [--march x86-64-v3|x86-64-v4] [--hide-avx512]
 
 Builds src/pt2c/kernels/gemm.c with gcc -O3 -march=x86-64-v3 (AVX2+FMA; x86-64-v4: the AVX-512
 micro-kernel; no OpenMP, so one thread) into a temporary shared library.  Two peaks: the
 nominal one, 2 FMA pipes x the build's vector lanes x 2 flop x the clock that /proc/cpuinfo
 reports as "cpu MHz" (turbo can push measured figures above it; a CPU whose 512-bit FMAs run
 at half rate has half that), and the rate of a loop of 12 independent FMA chains of the
-build's widest vectors, measured in the same run.
+build's widest vectors, measured in the same run.  --hide-avx512 (see bench/hide_avx512.py):
+numpy's and torch's BLAS see an AVX2+FMA CPU, as on the machine the benchmark was specified for.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ KDIR = ROOT / "src" / "pt2c" / "kernels"
 sys.path.insert(0, str(ROOT / "src"))
 from pt2c.kernels.layout import pack_b
 from pt2c.runtime.runner import aligned_copy
+
+import hide_avx512
 
 WRAPPER = r"""
 #include "gemm.c"
@@ -121,7 +124,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--march", default="x86-64-v3", help="gcc -march of the build (x86-64-v4: AVX-512)")
+    ap.add_argument("--hide-avx512", action="store_true",
+                    help="numpy and torch see an AVX2+FMA CPU (cpuid hides AVX-512/AMX, bench/avx2_only.c)")
     args = ap.parse_args()
+    if args.hide_avx512:
+        if args.march != "x86-64-v3":
+            ap.error("--hide-avx512 needs --march x86-64-v3")
+        hide_avx512.reexec()
+        print(hide_avx512.LABEL)
     torch.set_num_threads(1)
     mhz = cpu_mhz()
     shapes = [(n, n, n, False) for n in (256, 512, 1024, 2048)] + [(m, 1024, 1024, True) for m in (1, 4, 16)]
