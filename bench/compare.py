@@ -17,7 +17,8 @@ Method
     process and each engine's memory is its own.  The pt2c worker never imports torch
     (ctypes + numpy).  After warm-up (torch.compile compiles here), the workers are
     driven round-robin: each round every worker runs --per-round inferences, for
-    --runs / --per-round rounds, so machine drift hits all engines alike.  Every engine keeps
+    --runs / --per-round rounds, so machine drift hits all engines alike; the order is
+    shuffled every round (fixed seed), so no engine always runs after the same other.  Every engine keeps
     its default thread wait policy (pt2c's runner sets GOMP_SPINCOUNT=20000 and binds 2+
     threads to cores, see runtime/runner.py); a 30 ms pause before each worker's turn lets the previous worker's
     spinning threads go to sleep, so they do not steal a core from the one being timed.
@@ -39,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import resource
 import subprocess
 import sys
@@ -251,8 +253,14 @@ def bench_model(spec: str, engines: list[str], threads: list[int], runs: int, pe
             workers[key] = p
             res["engines"][key] = {"times": [], "max_abs_err": err, "load_s": time.perf_counter() - t}
     rounds = max(1, (runs + per_round - 1) // per_round)
+    rng = random.Random(0)
     for _ in range(rounds):
-        for key, p in list(workers.items()):
+        # a new order every round: in a fixed one, each worker always follows the same other,
+        # whose cache and thread state it inherits (MobileNetV2: pt2c / ORT 1.02 in the listed
+        # order, 0.96 in the reverse one)
+        order = list(workers.items())
+        rng.shuffle(order)
+        for key, p in order:
             try:
                 # let the previous worker's idle threads stop spinning (libgomp spins ~300k
                 # iterations, ORT similarly) before this one is timed: no engine's policy changes,
@@ -298,7 +306,7 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
     lines = [f"\n### {time.strftime('%Y-%m-%d %H:%M')}: engine comparison, {machine}\n",
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
              f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000, and with 2 threads OMP_PROC_BIND=close, OMP_PLACES=cores); 30 ms pause between workers' turns. "
-             f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin, "
+             f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin in an order shuffled every round, "
              "each engine/thread count in its own process"
              + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "
                 "would mostly measure the other jobs)" if getattr(args, "clock", "wall") == "cpu" else "")

@@ -1,6 +1,6 @@
 """Per-kernel time of a zoo model: the generated C with a timer around each kernel call.
 
-    python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25 | --order]
+    python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25 | --order] [--cold]
 
 Compiles the zoo model (resnet18, mobilenetv2, bert, gpt2, mlp, mlp_b64: the MLP at batch 64) at its bench size, puts a
 clock_gettime pair around every pt2c_* kernel call of the generated C (model.c, and the code
@@ -8,7 +8,9 @@ path files model_<isa>.c of a multi-versioned --target such as x86_64-v3,x86_64-
 with gcc -O3 and OpenMP, runs it --runs times after a warm-up and prints the mean time per call
 site (named after the node's output, as in the C) and per kernel, for the code path the CPU
 took.  The timers cost well under a microsecond per call; compare sites, not the total with an
-untimed build.
+untimed build.  --cold: a sweep over 256 MiB before every run (not timed) evicts the weights
+and the workspace from the caches, as when other programs run between inferences (the engine
+comparison interleaves engines).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--order", action="store_true", help="every call site in program order, not the top ones")
+    ap.add_argument("--cold", action="store_true", help="evict the caches before every run")
+    ap.add_argument("--cflags", default="", help="extra C compiler flags (e.g. -DPT2C_GEMM_KC=192 to try a setting)")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch loads its OpenMP runtime
 
@@ -69,7 +73,7 @@ def main() -> None:
     out = Path(tempfile.mkdtemp(prefix=f"pt2c_kernel_times_{args.model}_"))
     pt2c.compile(ep, out, target=args.target)
     sites = {f.stem: instrument(f) for f in sorted(out.glob("model*.c")) if f.name != "model_driver.c"}
-    lib = pt2c.build(out, cflags="-O3 -std=c99")
+    lib = pt2c.build(out, cflags=f"-O3 -std=c99 {args.cflags}".strip())
     m = pt2c.load(out, lib=lib, threads=args.threads)
     stem = "model_" + m.isa.replace("-", "_")
     stem = stem if stem in sites else "model"  # the base target's path is model.c
@@ -84,13 +88,18 @@ def main() -> None:
     for i in range(len(names)):
         t[i] = 0.0
     lat = []
+    import numpy as np
+
+    sweep = np.zeros((256 << 20) // 4, np.float32) if args.cold else None
     for _ in range(args.runs):
+        if sweep is not None:
+            sweep += 1.0
         t0 = time.perf_counter()
         m(*xs)
         lat.append(time.perf_counter() - t0)
     lat.sort()
     per = [t[i] / args.runs * 1e3 for i in range(len(names))]
-    print(f"{args.model}: code path {m.isa}, {args.threads} thread(s); median {lat[len(lat) // 2] * 1e3:.3f} ms per run, "
+    print(f"{args.model}: code path {m.isa}, {args.threads} thread(s){', caches evicted before every run' if args.cold else ''}; median {lat[len(lat) // 2] * 1e3:.3f} ms per run, "
           f"kernel calls {sum(per):.3f} ms ({out})")
     rows = list(zip(per, names)) if args.order else sorted(zip(per, names), reverse=True)[: args.top]
     for ms, name in rows:
