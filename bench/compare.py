@@ -305,7 +305,9 @@ def write_md(path: str, results: list[dict], args, argv: list[str], machine: str
 
     lines = [f"\n### {time.strftime('%Y-%m-%d %H:%M')}: engine comparison, {machine}\n",
              f"Command: `python bench/compare.py {' '.join(argv)}` ({elapsed / 60:.0f} min)  ",
-             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it). Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000, and with 2 threads OMP_PROC_BIND=close, OMP_PLACES=cores); 30 ms pause between workers' turns. "
+             f"torch {torch_v}, onnxruntime {_ver('onnxruntime')}, onnx {_ver('onnx')}, pt2c: gcc -O3, x86_64-v3"
+             + ("; pt2c_mv: the multi-versioned x86_64-v3,x86_64-v4 artifact (the AVX-512 path where the CPU has it)"
+                if "pt2c_mv" in args.engines.split(",") else "") + ". Every engine keeps its default thread wait policy (pt2c's runner: GOMP_SPINCOUNT=20000, and with 2 threads OMP_PROC_BIND=close, OMP_PLACES=cores); 30 ms pause between workers' turns. "
              f"Median of {args.runs} runs per cell ({args.per_round} per round, engines interleaved round-robin in an order shuffled every round, "
              "each engine/thread count in its own process"
              + ("; **clock: CPU time of the worker per run** (--clock cpu: the machine was shared, wall time "

@@ -1,6 +1,7 @@
 """Per-kernel time of a zoo model: the generated C with a timer around each kernel call.
 
     python bench/kernel_times.py MODEL [--target x86_64-v3] [--threads 1] [--runs 30] [--top 25 | --order] [--cold]
+                                  [--cflags "-DNAME=VALUE ..."]
 
 Compiles the zoo model (resnet18, mobilenetv2, bert, gpt2, mlp, mlp_b64: the MLP at batch 64) at its bench size, puts a
 clock_gettime pair around every pt2c_* kernel call of the generated C (model.c, and the code
