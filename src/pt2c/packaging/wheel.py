@@ -61,6 +61,7 @@ Outputs: @outputs@
 
 import ctypes
 import json
+import mmap
 import os
 
 import numpy as np
@@ -106,6 +107,21 @@ def _aligned(nbytes, align=64):
     return raw[off:off + nbytes]
 
 
+def _big_buffer(nbytes):
+    """Weights / workspace: on Linux, from 2 MiB on, a private mapping on a 2 MiB boundary marked
+    MADV_HUGEPAGE (transparent huge pages: fewer TLB misses when the caches are cold)."""
+    if nbytes >= 1 << 21 and hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            m = mmap.mmap(-1, nbytes + (1 << 21), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            raw = np.frombuffer(m, dtype=np.uint8)  # keeps the mapping alive
+            off = (-raw.ctypes.data) % (1 << 21)
+            m.madvise(mmap.MADV_HUGEPAGE, off, nbytes)
+            return raw[off:off + nbytes]
+        except (OSError, ValueError):
+            pass
+    return _aligned(nbytes)
+
+
 class Model:
     """The loaded model: one context + workspace (use one Model per thread)."""
 
@@ -120,10 +136,10 @@ class Model:
             path = weights if weights is not None else os.path.join(_HERE, w["file"])
             with open(path, "rb") as f:
                 raw = f.read()
-            self._weights = _aligned(len(raw))
+            self._weights = _big_buffer(len(raw))
             self._weights[:] = np.frombuffer(raw, np.uint8)
             wptr, wsize = self._weights.ctypes.data, len(raw)
-        self._ws = _aligned(max(self._fn("workspace_size")(), 64))
+        self._ws = _big_buffer(max(self._fn("workspace_size")(), 64))
         self._ctx = ctypes.create_string_buffer(64)
         self._check(self._fn("init")(self._ctx, wptr, wsize, self._ws.ctypes.data), "init")
 
