@@ -63,6 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # before torch loads its OpenMP runtime
 
+    import numpy as np
     import torch
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -89,8 +90,6 @@ def main() -> None:
     for i in range(len(names)):
         t[i] = 0.0
     lat = []
-    import numpy as np
-
     sweep = np.zeros((256 << 20) // 4, np.float32) if args.cold else None
     for _ in range(args.runs):
         if sweep is not None:
@@ -100,8 +99,9 @@ def main() -> None:
         lat.append(time.perf_counter() - t0)
     lat.sort()
     per = [t[i] / args.runs * 1e3 for i in range(len(names))]
-    print(f"{args.model}: code path {m.isa}, {args.threads} thread(s){', caches evicted before every run' if args.cold else ''}; median {lat[len(lat) // 2] * 1e3:.3f} ms per run, "
-          f"kernel calls {sum(per):.3f} ms ({out})")
+    cold = ", caches evicted before every run" if args.cold else ""
+    print(f"{args.model}: code path {m.isa}, {args.threads} thread(s){cold}; median {lat[len(lat) // 2] * 1e3:.3f} ms "
+          f"per run, kernel calls {sum(per):.3f} ms ({out})")
     rows = list(zip(per, names)) if args.order else sorted(zip(per, names), reverse=True)[: args.top]
     for ms, name in rows:
         print(f"{ms:9.3f} ms  {name}")

@@ -134,11 +134,10 @@ class Model:
             self._weights, wptr, wsize = None, None, 0
         else:
             path = weights if weights is not None else os.path.join(_HERE, w["file"])
-            with open(path, "rb") as f:
-                raw = f.read()
-            self._weights = _big_buffer(len(raw))
-            self._weights[:] = np.frombuffer(raw, np.uint8)
-            wptr, wsize = self._weights.ctypes.data, len(raw)
+            with open(path, "rb") as f:  # straight into the aligned buffer: no second copy
+                self._weights = _big_buffer(os.fstat(f.fileno()).st_size)
+                f.readinto(memoryview(self._weights))
+            wptr, wsize = self._weights.ctypes.data, self._weights.nbytes
         self._ws = _big_buffer(max(self._fn("workspace_size")(), 64))
         self._ctx = ctypes.create_string_buffer(64)
         self._check(self._fn("init")(self._ctx, wptr, wsize, self._ws.ctypes.data), "init")

@@ -35,9 +35,8 @@ def _big_buffer(nbytes: int) -> np.ndarray:
     2 MiB or more is a private mapping of its own, started on a 2 MiB boundary and marked
     MADV_HUGEPAGE, so that the kernel backs it with transparent huge pages where its THP mode
     allows ("madvise" or "always"): far fewer TLB misses when the caches and TLBs are cold, as
-    between inferences of an application that does other work (caches evicted before every run:
-    MobileNetV2 0.94-0.97x, the batch-64 MLP 0.95-0.98x; docs/BENCHMARKS.md).  Elsewhere, or if
-    the mapping fails, a plain numpy buffer."""
+    between inferences of an application that does other work (bench/hugepages.py; figures in
+    docs/BENCHMARKS.md).  Elsewhere, or if the mapping fails, a plain numpy buffer."""
     if nbytes >= _HUGE and hasattr(mmap, "MADV_HUGEPAGE"):
         try:
             m = mmap.mmap(-1, nbytes + _HUGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
