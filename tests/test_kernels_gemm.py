@@ -91,6 +91,21 @@ void t_conv(int depthwise, float *out, const float *in, const float *w, const fl
         pt2c_conv2d(out, in, w, &ep, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
                     s[12], s[13], s[14], s[15], scratch);
 }
+/* s = N C H W M KH KW sh sw ph pw dh dw OH OW; a1, a2: the two activations (clamp: lo1/hi1, lo2/hi2) */
+size_t t_pwdw_scratch(const int *s)
+{
+    return pt2c_conv2d_pw_dw_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11],
+                                            s[12], s[13], s[14]);
+}
+void t_pwdw(float *out, const float *in, const float *w1, const float *b1, int a1, const float *wd, const float *b2,
+            const float *res, int a2, const int *s, float *scratch)
+{
+    pt2c_epilogue e1 = {0}, e2 = {0};
+    e1.bias = b1, e1.bias_per_row = 1, e1.act = a1, e1.lo = 0.0f, e1.hi = 6.0f;
+    e2.bias = b2, e2.bias_per_row = 1, e2.residual = res, e2.act = a2, e2.lo = -1.0f, e2.hi = 1.0f;
+    pt2c_conv2d_pw_dw(out, in, w1, &e1, wd, &e2, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10],
+                      s[11], s[12], s[13], s[14], scratch);
+}
 """
 
 
@@ -119,6 +134,9 @@ def _build(tmp: Path, name: str, cc: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_wino_scratch.restype = ctypes.c_size_t
     dll.t_wino_scratch.argtypes = [i, i, i, i]
     dll.t_wino.argtypes = [p, p, p, p, p, i, f, f] + [i] * 9 + [p]
+    dll.t_pwdw_scratch.restype = ctypes.c_size_t
+    dll.t_pwdw_scratch.argtypes = [p]
+    dll.t_pwdw.argtypes = [p, p, p, p, i, p, p, p, i, p, p]
     return dll
 
 
@@ -488,6 +506,56 @@ def test_conv_smallp_activation(lib, act):
         run_conv(lib, case, smallp=True, act=act)
 
 
+# N, C, H, W, M (expanded channels), k, stride, pad, dilation, act1, act2, residual: a 1x1 conv to M
+# channels, then a depthwise conv of those, by groups of channels (pt2c_conv2d_pw_dw)
+PWDW_CASES = [
+    (1, 16, 112, 112, 96, 3, 2, 1, 1, "clamp", "clamp", False),  # MobileNetV2's first expansion: 8 groups of 12
+    (1, 24, 56, 56, 144, 3, 1, 1, 1, "clamp", "clamp", False),   # 6 groups of 24
+    (2, 5, 30, 22, 40, 3, 1, 1, 1, "relu", "none", True),        # batch 2, a last group of 16, a residual
+    (1, 3, 9, 13, 4, 5, 2, 2, 2, "hardswish", "relu", False),    # fewer channels than a panel, 5x5 dilated
+    (1, 7, 40, 40, 150, 3, 2, 1, 1, "none", "clamp", False),     # 150 = 24 x 6 + 6
+]
+
+
+def run_pwdw(lib, case):
+    import torch
+    import torch.nn.functional as F
+
+    from pt2c.kernels import scratch as S
+
+    n, c, h, w, m, k, s, p, d, act1, act2, residual = case
+    rng = np.random.default_rng(abs(hash(case)) % (2**32))
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    w1 = rng.standard_normal((m, c, 1, 1)).astype(np.float32)
+    b1 = rng.standard_normal(m).astype(np.float32)
+    wd = rng.standard_normal((m, 1, k, k)).astype(np.float32)
+    b2 = rng.standard_normal(m).astype(np.float32)
+    mid = F.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w1).double(), torch.from_numpy(b1).double()).numpy()
+    mid = _act_ref(mid, act1, 0.0, 6.0)
+    ref = F.conv2d(torch.from_numpy(mid), torch.from_numpy(wd).double(), torch.from_numpy(b2).double(), stride=s,
+                   padding=p, dilation=d, groups=m).numpy()
+    res = rng.standard_normal(ref.shape).astype(np.float32) if residual else None
+    if residual:
+        ref = ref + res
+    ref = _act_ref(ref, act2, -1.0, 1.0)
+    oh, ow = ref.shape[2:]
+    sizes = np.array([n, c, h, w, m, k, k, s, s, p, p, d, d, oh, ow], np.int32)
+    floats = lib.t_pwdw_scratch(_ptr(sizes))
+    assert S.conv2d_pw_dw_scratch_floats(c, h, w, m, k, k, s, s, p, p, d, d, oh, ow) == floats
+    scratch = np.full(floats + 64, 3.0, np.float32)  # exactly sized, then a canary
+    out = np.full(ref.shape, np.nan, np.float32)
+    w1p, wdk = pack_conv_weight(w1, 1), np.ascontiguousarray(wd.reshape(m, k * k))  # (alive during the call)
+    lib.t_pwdw(_ptr(out), _ptr(x), _ptr(w1p), _ptr(b1), ACTS.index(act1), _ptr(wdk), _ptr(b2), _ptr(res),
+               ACTS.index(act2), _ptr(sizes), _ptr(scratch))
+    _check(out, ref, f"conv pw+dw {case}")
+    assert np.all(scratch[floats:] == 3.0), f"{case}: wrote past its scratch"
+
+
+@pytest.mark.parametrize("case", PWDW_CASES, ids=[f"pwdw{i}" for i in range(len(PWDW_CASES))])
+def test_conv_pw_dw(lib, case):
+    run_pwdw(lib, case)
+
+
 def test_conv_scratch_bounded(lib):
     # a large 3x3 conv: no padded copy of the input this large, scratch stays at a few MB
     sizes = np.array([1, 256, 112, 112, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 112, 112], np.int32)
@@ -545,6 +613,8 @@ def test_scalar_build_clang(tmp_path):
         run_conv(dll, case)
     for case in WINO_CASES[1:4]:
         run_wino(dll, case)
+    for case in PWDW_CASES[2:]:
+        run_pwdw(dll, case)
 
 
 def test_openmp_build(tmp_path):
@@ -561,6 +631,8 @@ def test_openmp_build(tmp_path):
         run_conv(dll, case, smallp=True)
     for case in WINO_CASES[1:]:  # threaded transforms and the 36 GEMMs spread over threads
         run_wino(dll, case)
+    for case in PWDW_CASES:  # groups over threads, each with its share of the scratch
+        run_pwdw(dll, case)
     # more threads than the machine has: each gets its own slice of the (exactly sized) scratch
     for nt in (3, 8, 16):
         dll.t_set_threads(nt)
@@ -569,6 +641,8 @@ def test_openmp_build(tmp_path):
             run_gemm(dll, M, N, K, a_mode=a_mode, b_mode=b_mode, bias="col", act="clamp")
         for case in (SMALLP_CASES[0], SMALLP_CASES[6], SMALLP_CASES[7]):  # split over channels by 3, not by 8
             run_conv(dll, case, smallp=True)
+        for case in (PWDW_CASES[2], PWDW_CASES[4]):
+            run_pwdw(dll, case)
     dll.t_set_threads(2)
 
 

@@ -395,3 +395,42 @@ def test_winograd_convs_match_eager_and_im2col(tmp_path):
             w_bytes = art.manifest["weights"]["bytes"]
         else:
             assert art.manifest["weights"]["bytes"] < w_bytes  # the transformed filters are 4x larger
+
+
+class _InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: 1x1 expansion + BN + ReLU6, 3x3 depthwise + BN + ReLU6, 1x1 projection."""
+
+    def __init__(self, c: int, m: int, stride: int) -> None:
+        super().__init__()
+        nn = torch.nn
+        self.expand = nn.Sequential(nn.Conv2d(c, m, 1, bias=False), nn.BatchNorm2d(m), nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(m, m, 3, stride, 1, groups=m, bias=False), nn.BatchNorm2d(m), nn.ReLU6())
+        self.project = nn.Conv2d(m, c, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.project(self.dw(self.expand(x)))
+
+
+@pytest.mark.parametrize("hw,fused", [(64, 1), (32, 0)])
+def test_expansion_and_depthwise_conv_run_as_one_kernel(tmp_path, hw, fused):
+    # an expansion over 1 MiB (96 channels of 64 x 64, two images) and its depthwise conv: one
+    # pt2c_conv2d_pw_dw call, by groups of channels; the second block's expansion (32 x 32) and a
+    # 32 x 32 input keep two calls
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(_InvertedResidual(16, 96, 2), _InvertedResidual(16, 96, 1)).eval()
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.5, 0.5)
+                mod.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(2, 16, hw, hw)
+    ref = eager(model, (x,))
+    out = tmp_path / "ir"
+    pt2c.compile(export(model, (x,)), out, target=TARGET, name="ir")
+    src = (out / "ir.c").read_text()
+    assert src.count("pt2c_conv2d_pw_dw(") == fused
+    assert src.count("(by groups of channels, not stored)") == fused  # both convs' comments, the first marked
+    assert ("float *t0_expand_2 =" in src) != bool(fused)  # the expanded tensor: a workspace buffer or none
+    assert_outputs_close(build_and_run(out, [x.numpy()]), ref, f"{hw}x{hw}")
+    assert_outputs_close(build_and_run(out, [x.numpy()], cc="clang", cflags=CLANG_CFLAGS, openmp=False), ref,
+                         f"{hw}x{hw}, clang without OpenMP")

@@ -223,6 +223,10 @@ class Emitter:
 
     # ------------------------------------------------------------ whole graph
     def node_comment(self, node: Node) -> list[str]:
+        if node.op == "conv2d_pw_dw":  # both convs, the first's output made and used by groups of channels
+            first = self.node_comment(node.attrs["_pw"])
+            first[0] += " (by groups of channels, not stored)"
+            return first + self.node_comment(node.attrs["_dw"])
         o = node.origin
         out = node.outputs[0]
         what = node.op

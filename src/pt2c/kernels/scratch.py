@@ -19,6 +19,7 @@ WINO_FLOATS = 1 << 19  # PT2C_WINO_FLOATS
 DW_DIRECT_MIN_HW = 1024  # PT2C_DW_DIRECT_MIN_HW
 DW_S2_MIN_OW = 16  # PT2C_DW_S2_MIN_OW
 DW_CB_FLOATS = 16384  # PT2C_DW_CB_FLOATS
+PWDW_GROUP_FLOATS, PWDW_GROUP_MAX = 163840, 24  # PT2C_PWDW_GROUP_FLOATS / _MAX
 
 
 def _r16(n: int) -> int:
@@ -130,6 +131,24 @@ def conv2d_depthwise_scratch_floats(H: int, W: int, OH: int, OW: int, KH: int, K
     B = max(1, min((DW_CB_FLOATS // 8 - fixed) // (sh * WP + OW), OH))
     HB = (B - 1) * sh + (KH - 1) * dh + 1
     return MAX_THREADS * ((8 * (HB * WP + B * OW + KH * KW + 1) + 64 + 15) & ~15)
+
+
+def pwdw_group(M: int, H: int, W: int) -> int:
+    """pt2c_pwdw_group: channels per group of pt2c_conv2d_pw_dw."""
+    g = PWDW_GROUP_FLOATS // (H * W) // MR * MR
+    return min(M, max(MR, min(PWDW_GROUP_MAX, g)))
+
+
+def conv2d_pw_dw_scratch_floats(C: int, H: int, W: int, M: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
+                                dh: int, dw: int, OH: int, OW: int) -> int:
+    """pt2c_conv2d_pw_dw_scratch_floats: per thread (at most one per group) a group's planes of the
+    1x1 conv's output and its GEMM's packing buffer, then the depthwise conv's scratch."""
+    if M <= 0 or OH <= 0 or OW <= 0 or H <= 0 or W <= 0:
+        return 0
+    G = pwdw_group(M, H, W)
+    per = _r16(G * H * W) + _r16(_gemm_thread_floats(G, H * W, C, True, False))
+    return (min(MAX_THREADS, (M + G - 1) // G) * per
+            + conv2d_depthwise_scratch_floats(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw))
 
 
 def sdpa_scratch_floats(Lq: int, Lk: int, D: int, Dv: int) -> int:

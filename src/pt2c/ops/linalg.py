@@ -47,8 +47,8 @@ def _epilogue_ref(node: Node, y: np.ndarray, extra: list[np.ndarray], bias_axis:
     return apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
 
 
-def epilogue_c(em: Any, node: Node, first_extra: int, bias_per_row: int, ldr: str = "0") -> str:
-    """Declare a pt2c_epilogue for the node; returns the C expression of its address (or NULL)."""
+def epilogue_c(em: Any, node: Node, first_extra: int, bias_per_row: int, ldr: str = "0", var: str = "ep") -> str:
+    """Declare a pt2c_epilogue `var` for the node; returns the C expression of its address (or NULL)."""
     a = node.attrs
     if not (a.get("has_bias") or a.get("has_residual") or a.get("act")):
         return "NULL"
@@ -60,8 +60,8 @@ def epilogue_c(em: Any, node: Node, first_extra: int, bias_per_row: int, ldr: st
     res = em.ptr(node.inputs[i]) if a.get("has_residual") else "NULL"
     act = ACTS[a.get("act")]
     lo, hi = em.flt(a.get("lo", 0.0)), em.flt(a.get("hi", 0.0))
-    em.line(f"pt2c_epilogue ep = {{ {bias}, {bias_per_row}, {res}, {ldr if res != 'NULL' else '0'}, {act}, {lo}, {hi} }};")
-    return "&ep"
+    em.line(f"pt2c_epilogue {var} = {{ {bias}, {bias_per_row}, {res}, {ldr if res != 'NULL' else '0'}, {act}, {lo}, {hi} }};")
+    return "&" + var
 
 
 # ---------------------------------------------------------------- matmul
@@ -322,8 +322,51 @@ def _conv_scratch_c(node: Node) -> str:
     return f"4 * pt2c_conv2d_scratch_floats({', '.join(map(str, args))})"
 
 
+def _conv_flops(n: Node) -> int:
+    return 2 * n.outputs[0].numel * int(np.prod(n.attrs["kernel"])) * n.inputs[0].shape[1] // n.attrs["groups"]
+
+
 defop("conv2d", _ref_conv2d, _emit_conv2d, kernels=("conv",), scratch=_conv_scratch, scratch_c=_conv_scratch_c,
-      flops=lambda n: 2 * n.outputs[0].numel * int(np.prod(n.attrs["kernel"])) * n.inputs[0].shape[1] // n.attrs["groups"])
+      flops=_conv_flops)
+
+
+# ---------------------------------------------------------------- conv2d_pw_dw
+# A 1x1 conv and the depthwise conv that alone reads its output, as one kernel call by groups of
+# channels (passes/pwdw.py).  attrs: _pw and _dw, the two conv2d nodes as they were (their inputs
+# are this node's: _pw's, then _dw's past its first, the intermediate that is never stored).
+
+def _ref_conv2d_pw_dw(node: Node, *arrays: np.ndarray) -> np.ndarray:
+    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    k = len(pw.inputs)
+    return _ref_conv2d(dw, _ref_conv2d(pw, *arrays[:k]), *arrays[k:])
+
+
+def _pw_dw_args(node: Node) -> list[int]:
+    x, mid = node.inputs[0], node.attrs["_pw"].outputs[0]
+    return [x.shape[1], x.shape[2], x.shape[3], mid.shape[1], *_dw_args(node.attrs["_dw"])[4:],
+            *node.outputs[0].shape[2:]]
+
+
+def _emit_conv2d_pw_dw(em: Any, node: Node) -> None:
+    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    x, out = node.inputs[0], node.outputs[0]
+    ep1 = epilogue_c(em, pw, 2, 1, var="ep_pw")
+    ep2 = epilogue_c(em, dw, 2, 1, str(out.shape[2] * out.shape[3]), var="ep_dw")
+    C, H, W, M, KH, KW, sh, sw, ph, pw_, dh, dw_, OH, OW = _pw_dw_args(node)
+    em.line(f"pt2c_conv2d_pw_dw({em.ptr(out)}, {em.ptr(x)}, {em.ptr(pw.inputs[1])}, {ep1}, {em.ptr(dw.inputs[1])}, "
+            f"{ep2}, {x.shape[0]}, {C}, {H}, {W}, {M}, {KH}, {KW}, {sh}, {sw}, {ph}, {pw_}, {dh}, {dw_}, {OH}, {OW}, "
+            f"{em.scratch(node)});")
+
+
+def _pw_dw_scratch(node: Node) -> int:
+    from pt2c.kernels import scratch
+
+    return 4 * scratch.conv2d_pw_dw_scratch_floats(*_pw_dw_args(node))
+
+
+defop("conv2d_pw_dw", _ref_conv2d_pw_dw, _emit_conv2d_pw_dw, kernels=("conv",), scratch=_pw_dw_scratch,
+      scratch_c=lambda n: f"4 * pt2c_conv2d_pw_dw_scratch_floats({', '.join(map(str, _pw_dw_args(n)))})",
+      flops=lambda n: _conv_flops(n.attrs["_pw"]) + _conv_flops(n.attrs["_dw"]))
 
 
 @lowers("aten.convolution.default", "aten.conv2d.default", "aten.conv1d.default")

@@ -9,6 +9,7 @@ from pt2c.ir import Graph, verify
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.prepack import prepack
+from pt2c.passes.pwdw import fuse_pw_dw
 
 PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("dce", dce),
@@ -18,6 +19,7 @@ PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("fuse_elementwise", fuse_elementwise),
     ("dce", dce),
     ("prepack", prepack),
+    ("fuse_pw_dw", fuse_pw_dw),
 ]
 
 
