@@ -1,12 +1,14 @@
 """Single-thread conv2d throughput: pt2c_conv2d / pt2c_conv2d_depthwise vs torch.conv2d on ResNet-18 /
 MobileNetV2 shapes.
 
-    python bench/conv_bench.py [--reps N] [--cc gcc] [--threads 1] [--only NAME] [--cold]
+    python bench/conv_bench.py [--reps N] [--cc gcc] [--threads 1] [--only NAME] [--cold] [--pwdw]
 
 Builds src/pt2c/kernels/conv.c (-O3 -march=x86-64-v3, OpenMP) into a temporary shared library,
 checks each shape against torch (max abs error / scale), reports GFLOP/s (median of --reps).
 --cold: pt2c's operands are evicted from L2 before every call (a sweep over 16 MiB, not timed),
 as in a whole model; torch's figure stays hot.
+--pwdw: MobileNetV2's 1x1 expansions and the depthwise convs after them, as two calls against
+one pt2c_conv2d_pw_dw call (milliseconds per pair, alternating).
 """
 
 from __future__ import annotations
@@ -86,7 +88,48 @@ double b_dw(float *out, const float *in, const float *w, const float *bias, cons
     }
     return t;
 }
+/* --pwdw: a 1x1 conv to M channels then a 3x3 depthwise conv of them (ReLU6 both), as two calls
+ * (fused == 0: the M x H x W tensor in between) or as pt2c_conv2d_pw_dw (fused == 1) */
+size_t b_pwdw_scratch(const int *s)
+{
+    size_t a = pt2c_conv2d_scratch_floats(s[1], s[2], s[3], s[4], 1, 1, 1, 1, 0, 0, 1, 1, 1, s[2], s[3]);
+    size_t d = pt2c_conv2d_depthwise_scratch_floats(s[2], s[3], s[6], s[7], 3, 3, s[5], s[5], 1, 1, 1, 1);
+    size_t f = pt2c_conv2d_pw_dw_scratch_floats(s[1], s[2], s[3], s[4], 3, 3, s[5], s[5], 1, 1, 1, 1, s[6], s[7]);
+    return PT2C_MAX(PT2C_MAX(a, d), f);
+}
+double b_pwdw(int fused, float *out, float *mid, const float *in, const float *w1, const float *b1, const float *wd,
+              const float *b2, const int *s, float *scratch, int reps, float *flush, long nf)
+{
+    pt2c_epilogue e1, e2;
+    int r;
+    double t = 0.0, t0;
+    e1.bias = b1, e1.bias_per_row = 1, e1.residual = NULL, e1.ldr = 0, e1.act = PT2C_ACT_CLAMP, e1.lo = 0, e1.hi = 6;
+    e2 = e1, e2.bias = b2;
+    for (r = 0; r < reps; r++) {
+        if (nf) b_flush(flush, nf);
+        t0 = b_now();
+        if (fused) {
+            pt2c_conv2d_pw_dw(out, in, w1, &e1, wd, &e2, 1, s[1], s[2], s[3], s[4], 3, 3, s[5], s[5], 1, 1, 1, 1, s[6],
+                              s[7], scratch);
+        } else {
+            pt2c_conv2d(mid, in, w1, &e1, 1, s[1], s[2], s[3], s[4], 1, 1, 1, 1, 0, 0, 1, 1, 1, s[2], s[3], scratch);
+            pt2c_conv2d_depthwise(out, mid, wd, &e2, 1, s[4], s[2], s[3], s[4], 3, 3, s[5], s[5], 1, 1, 1, 1, s[6],
+                                  s[7], scratch);
+        }
+        t += b_now() - t0;
+    }
+    return t;
+}
 """
+
+# MobileNetV2's expansions and the depthwise convs after them: (name, C, H, M, stride)
+PWDW_SHAPES = [
+    ("mbv2 112 16->96 /2", 16, 112, 96, 2),
+    ("mbv2 56 24->144", 24, 56, 144, 1),
+    ("mbv2 56 24->144 /2", 24, 56, 144, 2),
+    ("mbv2 28 32->192", 32, 28, 192, 1),
+    ("mbv2 14 64->384", 64, 14, 384, 1),
+]
 
 # (name, C, H, OC, k, stride, pad); OC == 0: depthwise (OC = C, groups = C, ReLU6 like MobileNetV2)
 SHAPES = [
@@ -125,6 +168,8 @@ def main() -> None:
     ap.add_argument("--cflags", default="")
     ap.add_argument("--only", default="", help="run only the shapes whose name contains this")
     ap.add_argument("--cold", action="store_true", help="evict pt2c's operands from L2 before every call")
+    ap.add_argument("--pwdw", action="store_true",
+                    help="time MobileNetV2's expansion + depthwise pairs as two calls and as pt2c_conv2d_pw_dw")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     import numpy as np
@@ -151,6 +196,9 @@ def main() -> None:
     flush = np.zeros(4 << 20 if args.cold else 1, np.float32)
     fl = (flush.ctypes.data, flush.size if args.cold else 0)
     rng = np.random.default_rng(0)
+    if args.pwdw:
+        pwdw(lib, args, fl, rng)
+        return
     print(f"{'shape':18s} {'torch GF/s':>10s} {'pt2c GF/s':>10s} {'ratio':>6s} {'err':>8s} {'scratch KiB':>11s}")
     for name, C, H, OC, k, st, pd in SHAPES:
         if args.only not in name:
@@ -184,6 +232,42 @@ def main() -> None:
             tp.append(run(*args_c, reps, *fl) / reps)
         gt, gp = flops / np.median(tt) / 1e9, flops / np.median(tp) / 1e9
         print(f"{name:18s} {gt:10.1f} {gp:10.1f} {gp / gt:6.2f} {err:8.1e} {sc.size * 4 / 1024:11.0f}", flush=True)
+
+
+def pwdw(lib, args, fl, rng) -> None:
+    """The pairs as two calls and fused, alternating per rep (same drift for both); ms per pair."""
+    import numpy as np
+    from pt2c.kernels.layout import pack_conv_weight
+    from pt2c.runtime.runner import aligned_copy
+
+    P = ctypes.c_void_p
+    lib.b_pwdw_scratch.restype = ctypes.c_size_t
+    lib.b_pwdw_scratch.argtypes = [P]
+    lib.b_pwdw.argtypes = [ctypes.c_int] + [P] * 9 + [ctypes.c_int, P, ctypes.c_long]
+    lib.b_pwdw.restype = ctypes.c_double
+    print(f"{'pair':20s} {'two calls ms':>12s} {'fused ms':>9s} {'ratio':>6s} {'max diff':>8s}")
+    for name, C, H, M, st in PWDW_SHAPES:
+        if args.only not in name:
+            continue
+        OH = (H - 1) // st + 1
+        s = np.array([1, C, H, H, M, st, OH, OH], np.int32)
+        x = aligned_copy(rng.standard_normal((1, C, H, H), dtype=np.float32))
+        w1 = aligned_copy(pack_conv_weight(rng.standard_normal((M, C, 1, 1), dtype=np.float32) / np.float32(np.sqrt(C))))
+        wd = aligned_copy(rng.standard_normal((M, 9), dtype=np.float32) / np.float32(3.0))
+        b1, b2 = rng.standard_normal(M, dtype=np.float32), rng.standard_normal(M, dtype=np.float32)
+        mid = aligned_copy(np.zeros((M, H, H), np.float32))
+        outs = [aligned_copy(np.zeros((M, OH, OH), np.float32)) for _ in range(2)]
+        sc = aligned_copy(np.zeros(lib.b_pwdw_scratch(s.ctypes.data) + 64, np.float32))
+        ptrs = [a.ctypes.data for a in (mid, x, w1, b1, wd, b2, s, sc)]
+        times: list[list[float]] = [[], []]
+        for f in (0, 1):
+            lib.b_pwdw(f, outs[f].ctypes.data, *ptrs, 1, *fl)
+        for _ in range(args.reps):
+            for f in (0, 1):
+                times[f].append(lib.b_pwdw(f, outs[f].ctypes.data, *ptrs, 5, *fl) / 5)
+        t0, t1 = (float(np.median(t)) * 1e3 for t in times)
+        diff = float(np.abs(outs[0] - outs[1]).max())
+        print(f"{name:20s} {t0:12.3f} {t1:9.3f} {t1 / t0:6.2f} {diff:8.1e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1532,10 +1532,10 @@ PT2C_KERNEL void pt2c_conv2d_depthwise(float *out, const float *in, const float 
  * G planes of mid in a per-thread buffer, the depthwise conv turns them into G planes of out while
  * they are still in L2.  The M x H x W tensor between them never exists; it was written to and
  * read back from L3 or DRAM when larger than L2 (MobileNetV2's 96 x 112 x 112: 4.8 MB).
- * Threads take whole groups.  Measured at 1 thread, x86-64-v3 (bench/conv_bench.py --pwdw), this
- * pair against the two calls: 16 -> 96 at 112x112 then 3x3 stride 2 0.86x (0.65x with L2 evicted
- * before each call), 24 -> 144 at 56x56 0.83-0.95x; at 28x28 and below (mid fits in L2) 1.0-1.2x,
- * so the compiler fuses only pairs whose mid is over 1 MiB (passes/fold.py: fuse_pw_dw). */
+ * Threads take whole groups.  Against the two calls (x86-64-v3, bench/conv_bench.py --pwdw): 16 -> 96
+ * at 112x112, then 3x3 stride 2, 0.87x at 1 thread and 0.89x at 2; 24 -> 144 at 56x56 0.86-0.89x
+ * and 0.95x; at 28x28 (a mid of 0.6 MB) and 14x14 0.98-1.05x, so the compiler fuses only pairs
+ * whose mid is over 1 MiB (passes/pwdw.py). */
 #ifndef PT2C_PWDW_GROUP_FLOATS
 #define PT2C_PWDW_GROUP_FLOATS 163840L /* a group's planes of mid: 640 KiB */
 #endif
