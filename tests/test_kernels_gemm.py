@@ -261,6 +261,14 @@ def test_gemm_large(lib, a_mode, b_mode):
         run_gemm(lib, M, N, K, a_mode=a_mode, b_mode=b_mode)
 
 
+def test_gemm_weights_panel_outer(lib):
+    # pre-packed A, B of 128-256 columns read in place (1x1 convs on 14x14 maps): A panels outer,
+    # with a ragged last panel of rows and of columns, 1-2 k blocks, the epilogue in registers
+    for (M, N, K), bias, residual, act in [((64, 196, 384), "row", False, "clamp"), ((17, 128, 33), None, True, "relu"),
+                                           ((150, 256, 300), "row", True, "none"), ((7, 200, 20), "col", False, "gelu")]:
+        run_gemm(lib, M, N, K, a_mode="packed", b_mode="row", bias=bias, residual=residual, act=act)
+
+
 @pytest.mark.parametrize("act", ACTS)
 def test_gemm_epilogue(lib, act):
     lo, hi = (-0.5, 1.5) if act == "clamp" else (0.0, 6.0)

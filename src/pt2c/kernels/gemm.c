@@ -46,6 +46,16 @@
 #ifndef PT2C_GEMM_B_DIRECT_M
 #define PT2C_GEMM_B_DIRECT_M PT2C_GEMM_MC
 #endif
+/* At most this many columns (of one thread's chunk) for the A-panel-outer order of pre-packed A
+ * and in-place B (pt2c_gemm_serial: a_outer).  With B's columns outer, the first pass over B
+ * meets every weights panel, so all of A streams in from memory during 1/13 of the work (196
+ * pixels): 384 -> 64 at 14x14 with its weights flushed from the caches 127 -> 98 us (93 with them
+ * in cache), 576 -> 96 233 -> 216 us.  At 28x28 (784 columns) A-outer lost as much when the input
+ * came from memory (122 -> 152 us); below 8 panels the next panel's prefetch came in bursts.  Not
+ * on AVX-512, where the 6 x 32 kernel's own prefetches did better (72 vs 90 us). */
+#ifndef PT2C_GEMM_A_OUTER_N
+#define PT2C_GEMM_A_OUTER_N 256
+#endif
 /* Minimum multiply-adds per thread before a call is split across threads. */
 #define PT2C_GEMM_MIN_MACS_PER_THREAD (1L << 19)
 /* Work chunks per thread (pt2c_chunks: its own share first, then others' leftovers): a thread
@@ -1080,6 +1090,15 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
     /* An unpacked B with contiguous rows is read in place when few rows of A reuse each panel
      * (1x1 convs): packing it costs more than the reads it saves. */
     const int b_direct = !b_packed && csb == 1 && !a_direct && M <= PT2C_GEMM_B_DIRECT_M;
+    /* Pre-packed weights times a B of 128-256 columns read in place (1x1 convs on 14x14 maps): A
+     * panel outer, so each weights panel is streamed in while the one before meets every B panel,
+     * instead of all of them in the first pass over B.  See PT2C_GEMM_A_OUTER_N. */
+#if defined(PT2C_SIMD_AVX512)
+    const int a_outer = 0;
+#else
+    const int a_outer = a_packed == 1 && b_direct && N >= 8 * PT2C_GEMM_NR && N <= PT2C_GEMM_A_OUTER_N &&
+                        PT2C_GEMM_EP_IN_REGS(ep);
+#endif
     /* With packed B and in-place A nothing needs a buffer, so take all of K at
      * once: C is then written exactly once. */
     int kmax = (a_direct && b_packed) ? K : PT2C_GEMM_KC;
@@ -1137,6 +1156,29 @@ static void pt2c_gemm_serial(float *C, int ldc, const float *A, int rsa, int csa
                 } else {
                     ap = A + (ptrdiff_t)ic * rsa + (ptrdiff_t)pc * csa;
                     aps = (ptrdiff_t)MR * rsa;
+                }
+                if (a_outer) { /* A panel outer (see PT2C_GEMM_A_OUTER_N) */
+                    const int njr = (nc + NR - 1) / NR;
+                    const size_t abytes = (size_t)kc * MR * sizeof(float);
+                    for (ir = 0; ir < mc; ir += MR) {
+                        const int mr = PT2C_MIN(MR, mc - ir);
+                        const float *ai = ap + (ir / MR) * aps, *an = ir + MR < mc ? ai + aps : NULL;
+                        for (jr = 0; jr < nc; jr += NR) {
+                            const int nr = PT2C_MIN(NR, nc - jr), q = jr / NR;
+                            float *c = C + (ptrdiff_t)(ic + ir) * ldc + jc + jr;
+                            if (an) { /* share q of njr of the next A panel */
+                                size_t o = (abytes * q / njr) & ~(size_t)63;
+                                for (; o < abytes * (q + 1) / njr; o += 64) PT2C_GEMM_PREFETCH_R((const char *)an + o);
+                            }
+                            if (nr == NR)
+                                pt2c_gemm_ukernel_bdirect(kc, ai, bp + q * bps, bs, c, ldc, mr, acc, epk, ic + ir,
+                                                          jc + jr, NULL, 0);
+                            else
+                                pt2c_gemm_ukernel_packed(kc, ai, bbuf, c, ldc, mr, nr, acc, epk, ic + ir, jc + jr, NULL,
+                                                         NULL, 0);
+                        }
+                    }
+                    continue;
                 }
                 /* jr outer: one B micro-panel (L1) meets every A micro-panel (L2). */
                 for (jr = 0; jr < nc; jr += NR) {
