@@ -786,6 +786,29 @@ int main(void)
             free(in), free(w), free(bias), free(u), free(up), free(o1), free(o2), free(scr);
         }
     }
+    {   /* a 1x1 conv to M channels then a depthwise 3x3 (stride 2 and 1), by groups of 24 + 16, with
+         * exactly sized scratch, against the two calls */
+        int C = 3, H = 20, W = 21, M = 40, st;
+        for (st = 2; st >= 1; st--) {
+            const int OH = (H - 1) / st + 1, OW = (W - 1) / st + 1;
+            float *in = rnd((size_t)C * H * W), *w1 = rnd((size_t)M * C), *wd = rnd((size_t)M * 9);
+            float *b1 = rnd((size_t)M), *b2 = rnd((size_t)M), *w1p = malloc(sizeof(float) * 42 * C);
+            float *mid = malloc(sizeof(float) * M * H * W), *o1 = malloc(sizeof(float) * M * OH * OW);
+            float *o2 = malloc(sizeof(float) * M * OH * OW);
+            float *s1 = malloc(sizeof(float) * pt2c_conv2d_pw_dw_scratch_floats(C, H, W, M, 3, 3, st, st, 1, 1, 1, 1, OH, OW));
+            float *s2 = malloc(sizeof(float) * (pt2c_conv2d_scratch_floats(C, H, W, M, 1, 1, 1, 1, 0, 0, 1, 1, 1, H, W) +
+                                                pt2c_conv2d_depthwise_scratch_floats(H, W, OH, OW, 3, 3, st, st, 1, 1, 1, 1) + 1));
+            pt2c_epilogue e1 = {0}, e2 = {0};
+            e1.bias = b1, e1.bias_per_row = 1, e1.act = PT2C_ACT_CLAMP, e1.lo = -0.2f, e1.hi = 0.2f;
+            e2.bias = b2, e2.bias_per_row = 1, e2.act = PT2C_ACT_RELU;
+            pack(w1p, w1, M, C, PT2C_GEMM_MR, 1);
+            pt2c_conv2d_pw_dw(o1, in, w1p, &e1, wd, &e2, 1, C, H, W, M, 3, 3, st, st, 1, 1, 1, 1, OH, OW, s1);
+            pt2c_conv2d(mid, in, w1p, &e1, 1, C, H, W, M, 1, 1, 1, 1, 0, 0, 1, 1, 1, H, W, s2);
+            pt2c_conv2d_depthwise(o2, mid, wd, &e2, 1, M, H, W, M, 3, 3, st, st, 1, 1, 1, 1, OH, OW, s2);
+            bad |= check(o1, o2, M, OH * OW, OH * OW, "pw_dw");
+            free(in), free(w1), free(wd), free(b1), free(b2), free(w1p), free(mid), free(o1), free(o2), free(s1), free(s2);
+        }
+    }
     printf(bad ? "FAIL\n" : "OK\n");
     return bad;
 }
