@@ -229,6 +229,19 @@ def test_runner_still_works_after_errors(mlp_model, mlp_compiled):
     np.testing.assert_allclose(out[0], mlp_compiled.refs[0], atol=1e-4)
 
 
+def test_runner_takes_any_array_like(mlp_model, mlp_compiled):
+    # read-only and column-major inputs give the same outputs as a plain array; every call returns
+    # new output arrays
+    x = mlp_compiled.np_inputs[0]
+    ref = mlp_model.run([x])[0]
+    ro = np.frombuffer(x.tobytes(), np.float32).reshape(x.shape)
+    assert not ro.flags.writeable
+    strided = np.asfortranarray(x)
+    for arg in (ro, strided, {"x": ro}):
+        out = mlp_model.run(arg if isinstance(arg, dict) else [arg])[0]
+        assert out is not ref and np.array_equal(out, ref)
+
+
 # --------------------------------------------------------------------------- (d) C API status codes
 
 

@@ -34,6 +34,8 @@ y = model(x)
 assert isinstance(y, np.ndarray)
 np.save(sys.argv[2], y)
 assert np.array_equal(model.run({"x": x})[0], y)
+ro = np.frombuffer(x.tobytes(), x.dtype).reshape(x.shape)  # read-only, then column-major: same outputs
+assert np.array_equal(model(ro), y) and np.array_equal(model(np.asfortranarray(x)), y)
 try:
     model(x.astype(np.float64))
 except mlp.ModelError as e:

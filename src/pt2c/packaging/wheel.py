@@ -122,6 +122,13 @@ def _big_buffer(nbytes):
     return _aligned(nbytes)
 
 
+def _addr(a):
+    """Data address of an array, through the buffer protocol (C code) where it can."""
+    if a.nbytes and a.flags.writeable:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data
+
+
 class Model:
     """The loaded model: one context + workspace (use one Model per thread)."""
 
@@ -141,6 +148,11 @@ class Model:
         self._ws = _big_buffer(max(self._fn("workspace_size")(), 64))
         self._ctx = ctypes.create_string_buffer(64)
         self._check(self._fn("init")(self._ctx, wptr, wsize, self._ws.ctypes.data), "init")
+        self._run_v = self._fn("run_v")  # (run() touches few objects: see pt2c's runtime/runner.py)
+        self._in_specs = [(tuple(d["shape"]), np.dtype(_DTYPES[d["dtype"]])) for d in self.inputs]
+        self._out_specs = [(tuple(d["shape"]), np.dtype(_DTYPES[d["dtype"]])) for d in self.outputs]
+        self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
+        self._out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))()
 
     def _fn(self, s):
         return getattr(self._lib, _NAME + "_" + s)
@@ -162,19 +174,27 @@ class Model:
         if len(inputs) != len(self.inputs):
             raise ModelError("%s takes %d input(s), got %d" % (_NAME, len(self.inputs), len(inputs)))
         arrays = []
-        for x, d in zip(inputs, self.inputs):
-            x = np.asarray(x)
-            want = np.dtype(_DTYPES[d["dtype"]])
-            if tuple(x.shape) != tuple(d["shape"]):
-                raise ModelError("input '%s': expected shape %s, got %s" % (d["name"], tuple(d["shape"]), x.shape))
-            if x.dtype != want:
-                raise ModelError("input '%s': expected dtype %s, got %s" % (d["name"], d["dtype"], x.dtype))
-            arrays.append(np.ascontiguousarray(x))
-        outs = [np.empty(d["shape"], _DTYPES[d["dtype"]]) for d in self.outputs]
-        in_ptrs = (ctypes.c_void_p * max(len(arrays), 1))(*[a.ctypes.data for a in arrays])
-        out_ptrs = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
-        self._check(self._fn("run_v")(self._ctx, in_ptrs, out_ptrs), "run")
+        for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._in_specs)):
+            if not (type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous):
+                x = self._input(i, x)
+            arrays.append(x)  # (alive until the call returns)
+            self._in_ptrs[i] = _addr(x)
+        outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
+        for i, o in enumerate(outs):
+            self._out_ptrs[i] = _addr(o)
+        rc = self._run_v(self._ctx, self._in_ptrs, self._out_ptrs)
+        if rc:
+            self._check(rc, "run")
         return outs
+
+    def _input(self, i, x):
+        d = self.inputs[i]
+        x = np.asarray(x)
+        if tuple(x.shape) != tuple(d["shape"]):
+            raise ModelError("input '%s': expected shape %s, got %s" % (d["name"], tuple(d["shape"]), x.shape))
+        if x.dtype != np.dtype(_DTYPES[d["dtype"]]):
+            raise ModelError("input '%s': expected dtype %s, got %s" % (d["name"], d["dtype"], x.dtype))
+        return np.ascontiguousarray(x)
 
 
 def load(weights=None, threads=None):
