@@ -309,57 +309,6 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row_m(const pt2c_epilogue *ep, __m256 *v0, __
 }
 #endif
 
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* ROWS x 8: a last panel of at most 8 columns (196 pixels of a 14x14 map = 12 panels + 4),
- * on the first 8 columns of its zero-padded 16-wide B panel: half the FMAs of the 16-wide tile.
- * Even and odd k steps sum into their own 6 accumulators (12 FMA chains, as the full tile). */
-PT2C_GEMM_INLINE void pt2c_gemm_ukernel_half(int kc, const float *PT2C_RESTRICT a, ptrdiff_t ars, ptrdiff_t acs,
-                                             const float *PT2C_RESTRICT b, ptrdiff_t bs, float *c, int ldc, int mr,
-                                             int nr, int accumulate, const pt2c_epilogue *ep, int i0, int j0,
-                                             const int ROWS, const float *pfa)
-{
-    __m256 e0 = _mm256_setzero_ps(), e1 = e0, e2 = e0, e3 = e0, e4 = e0, e5 = e0;
-    __m256 o0 = e0, o1 = e0, o2 = e0, o3 = e0, o4 = e0, o5 = e0, z = e0;
-    const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const __m256i m1 = _mm256_setzero_si256();
-    int k = 0;
-    float *r;
-    for (; k + 2 <= kc; k += 2) {
-        const float *a1 = a + acs;
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + bs);
-        if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
-        e0 = _mm256_fmadd_ps(_mm256_set1_ps(a[0]), b0, e0), o0 = _mm256_fmadd_ps(_mm256_set1_ps(a1[0]), b1, o0);
-        if (ROWS > 1) e1 = _mm256_fmadd_ps(_mm256_set1_ps(a[ars]), b0, e1), o1 = _mm256_fmadd_ps(_mm256_set1_ps(a1[ars]), b1, o1);
-        if (ROWS > 2) e2 = _mm256_fmadd_ps(_mm256_set1_ps(a[2 * ars]), b0, e2), o2 = _mm256_fmadd_ps(_mm256_set1_ps(a1[2 * ars]), b1, o2);
-        if (ROWS > 3) e3 = _mm256_fmadd_ps(_mm256_set1_ps(a[3 * ars]), b0, e3), o3 = _mm256_fmadd_ps(_mm256_set1_ps(a1[3 * ars]), b1, o3);
-        if (ROWS > 4) e4 = _mm256_fmadd_ps(_mm256_set1_ps(a[4 * ars]), b0, e4), o4 = _mm256_fmadd_ps(_mm256_set1_ps(a1[4 * ars]), b1, o4);
-        if (ROWS > 5) e5 = _mm256_fmadd_ps(_mm256_set1_ps(a[5 * ars]), b0, e5), o5 = _mm256_fmadd_ps(_mm256_set1_ps(a1[5 * ars]), b1, o5);
-        a += 2 * acs, b += 2 * bs;
-    }
-    if (k < kc) {
-        const __m256 b0 = _mm256_loadu_ps(b);
-        e0 = _mm256_fmadd_ps(_mm256_set1_ps(a[0]), b0, e0);
-        if (ROWS > 1) e1 = _mm256_fmadd_ps(_mm256_set1_ps(a[ars]), b0, e1);
-        if (ROWS > 2) e2 = _mm256_fmadd_ps(_mm256_set1_ps(a[2 * ars]), b0, e2);
-        if (ROWS > 3) e3 = _mm256_fmadd_ps(_mm256_set1_ps(a[3 * ars]), b0, e3);
-        if (ROWS > 4) e4 = _mm256_fmadd_ps(_mm256_set1_ps(a[4 * ars]), b0, e4);
-        if (ROWS > 5) e5 = _mm256_fmadd_ps(_mm256_set1_ps(a[5 * ars]), b0, e5);
-    }
-#define PT2C_GEMM_PUT(ROW, E, O)                                                                   \
-    r = c + (ptrdiff_t)(ROW) * ldc, E = _mm256_add_ps(E, O);                                      \
-    if (accumulate) E = _mm256_add_ps(E, _mm256_maskload_ps(r, m0));                              \
-    if (ep) pt2c_gemm_ep_row_m(ep, &E, &z, i0 + (ROW), j0, m0, m1);                              \
-    _mm256_maskstore_ps(r, m0, E)
-    PT2C_GEMM_PUT(0, e0, o0);
-    if (ROWS > 1 && mr > 1) { PT2C_GEMM_PUT(1, e1, o1); }
-    if (ROWS > 2 && mr > 2) { PT2C_GEMM_PUT(2, e2, o2); }
-    if (ROWS > 3 && mr > 3) { PT2C_GEMM_PUT(3, e3, o3); }
-    if (ROWS > 4 && mr > 4) { PT2C_GEMM_PUT(4, e4, o4); }
-    if (ROWS > 5 && mr > 5) { PT2C_GEMM_PUT(5, e5, o5); }
-#undef PT2C_GEMM_PUT
-}
-#endif
-
 /* ROWS x 16 tile over kc steps.  A(i,k) = a[i*ars + k*acs] (packed panel:
  * ars=1, acs=MR), b is a packed NR-wide panel.  ROWS is a compile-time
  * constant after inlining, so the unused rows vanish.  Tiles (any number of
@@ -371,18 +320,44 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
                                              const float *pfa, const float *pfb, int pfn)
 {
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-    if (nr <= 8 && PT2C_GEMM_EP_IN_REGS(ep)) {
-        pt2c_gemm_ukernel_half(kc, a, ars, acs, b, bs, c, ldc, mr, nr, accumulate, ep, i0, j0, ROWS, pfa);
-        return;
-    }
-#endif
 #if defined(PT2C_GEMM_VEC)
     /* 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
     pt2c_v8 c00 = PT2C_V8_ZERO(), c01 = PT2C_V8_ZERO(), c10 = PT2C_V8_ZERO(), c11 = PT2C_V8_ZERO();
     pt2c_v8 c20 = PT2C_V8_ZERO(), c21 = PT2C_V8_ZERO(), c30 = PT2C_V8_ZERO(), c31 = PT2C_V8_ZERO();
     pt2c_v8 c40 = PT2C_V8_ZERO(), c41 = PT2C_V8_ZERO(), c50 = PT2C_V8_ZERO(), c51 = PT2C_V8_ZERO();
     int k = 0;
+#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+    /* A last panel of at most 8 columns (196 pixels = 12 panels + 4): the first 8 columns of its
+     * zero-padded B panel only, half the FMAs.  Even k steps sum into cX0, odd ones into cX1 (12
+     * chains, as the full tile); cX1 is added into cX0 and the masked store below takes cX0 (its
+     * second mask selects nothing).  The loops after this one then have no k left. */
+    if (nr <= 8 && PT2C_GEMM_EP_IN_REGS(ep)) {
+        for (; k + 2 <= kc; k += 2) {
+            const float *a1 = a + acs;
+            const pt2c_v8 b0 = PT2C_V8_LOAD(b), b1 = PT2C_V8_LOAD(b + bs);
+            if (pfa && !(k & 7)) PT2C_GEMM_PREFETCH_PANEL8(pfa + k * PT2C_GEMM_MR);
+            c00 = PT2C_V8_FMA(c00, PT2C_V8_SET1(a[0]), b0), c01 = PT2C_V8_FMA(c01, PT2C_V8_SET1(a1[0]), b1);
+            if (ROWS > 1) c10 = PT2C_V8_FMA(c10, PT2C_V8_SET1(a[ars]), b0), c11 = PT2C_V8_FMA(c11, PT2C_V8_SET1(a1[ars]), b1);
+            if (ROWS > 2) c20 = PT2C_V8_FMA(c20, PT2C_V8_SET1(a[2 * ars]), b0), c21 = PT2C_V8_FMA(c21, PT2C_V8_SET1(a1[2 * ars]), b1);
+            if (ROWS > 3) c30 = PT2C_V8_FMA(c30, PT2C_V8_SET1(a[3 * ars]), b0), c31 = PT2C_V8_FMA(c31, PT2C_V8_SET1(a1[3 * ars]), b1);
+            if (ROWS > 4) c40 = PT2C_V8_FMA(c40, PT2C_V8_SET1(a[4 * ars]), b0), c41 = PT2C_V8_FMA(c41, PT2C_V8_SET1(a1[4 * ars]), b1);
+            if (ROWS > 5) c50 = PT2C_V8_FMA(c50, PT2C_V8_SET1(a[5 * ars]), b0), c51 = PT2C_V8_FMA(c51, PT2C_V8_SET1(a1[5 * ars]), b1);
+            a += 2 * acs, b += 2 * bs;
+        }
+        if (k < kc) {
+            const pt2c_v8 b0 = PT2C_V8_LOAD(b);
+            c00 = PT2C_V8_FMA(c00, PT2C_V8_SET1(a[0]), b0);
+            if (ROWS > 1) c10 = PT2C_V8_FMA(c10, PT2C_V8_SET1(a[ars]), b0);
+            if (ROWS > 2) c20 = PT2C_V8_FMA(c20, PT2C_V8_SET1(a[2 * ars]), b0);
+            if (ROWS > 3) c30 = PT2C_V8_FMA(c30, PT2C_V8_SET1(a[3 * ars]), b0);
+            if (ROWS > 4) c40 = PT2C_V8_FMA(c40, PT2C_V8_SET1(a[4 * ars]), b0);
+            if (ROWS > 5) c50 = PT2C_V8_FMA(c50, PT2C_V8_SET1(a[5 * ars]), b0);
+            k = kc;
+        }
+        c00 = PT2C_V8_ADD(c00, c01), c10 = PT2C_V8_ADD(c10, c11), c20 = PT2C_V8_ADD(c20, c21);
+        c30 = PT2C_V8_ADD(c30, c31), c40 = PT2C_V8_ADD(c40, c41), c50 = PT2C_V8_ADD(c50, c51);
+    }
+#endif
     /* Start pulling the C tile in now (rows are ldc apart, often on different
      * pages); it is needed only after the k loop.  Worth ~10% on large C. */
     if (nr == PT2C_GEMM_NR) {
