@@ -142,7 +142,7 @@ class Model:
         self.isa = isa(self._ctx).decode()
         # what run() needs, looked up once: after a model has streamed megabytes of weights through
         # the caches, every Python object a call touches is a cache miss (the batch-1 MLP's 0.26 ms
-        # calls took 18 us more through run() than through the bare C function, now 5)
+        # calls took 18 us more through run() than through the bare C function, now 10)
         self._run_v = getattr(self.lib, f"{n}_run_v")
         self._in_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.inputs]
         self._out_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.outputs]
