@@ -34,7 +34,15 @@ print("Dtypes: float32 compute everywhere; elementwise, shape, creation and redu
       "handle int64/int32/int16/int8/uint8/bool/float64 with PyTorch's type promotion. Matrix "
       "products, convolution, norms, pooling and attention are float32 only, softmax float32 and float64 "
       "(other dtypes are a clear compile-time error). Anything not listed is reported as unsupported at compile "
-      "time, all at once, with node, module path and source line.\n")
+      "time, all at once, with node, module path and source line. A program holding float16, bfloat16, complex "
+      "or float8 tensors is refused at load time with one error listing every input, weight and node of "
+      "those dtypes.\n")
+print("Indices follow PyTorch eager: a negative index is an error (`<NAME>_ERR_INDEX` at run time, a "
+      "compile-time error if the index is a constant) for `embedding`, `index_select`, `gather`, `scatter` / "
+      "`scatter_add` / `scatter_reduce`, `index_add` and `index_copy`, where PyTorch raises, and counts from "
+      "the end for advanced indexing `x[idx]` (`aten.index.Tensor`, also `torch.take`), `index_put` / "
+      "`x[idx] = v` and `index_fill`, where PyTorch wraps; an index >= the size (or < -size) is always "
+      "`<NAME>_ERR_INDEX`.\n")
 by_module: dict[str, list[str]] = {}
 for target, fn in sorted(LOWERINGS.items()):
     by_module.setdefault(fn.__module__.rsplit(".", 1)[-1], []).append(target)

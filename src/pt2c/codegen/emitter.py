@@ -167,7 +167,8 @@ class Emitter:
         self.line(f"for (size_t o = 0; o < {outer}; o++) {{")
         self.line(f"    for (size_t j = 0; j < {J}; j++) {{")
         self.line(f"        int64_t k = (int64_t){I}[j];")
-        self.line(f"        if (k < 0) k += {D};")
+        if node.attrs.get("wrap", False):  # x[idx] counts -1 from the end; embedding / index_select raise
+            self.line(f"        if (k < 0) k += {D};")
         self.line(f"        if (k < 0 || k >= {D}) return PT2C_ERR_INDEX;")
         if inner == 1:
             self.line(f"        {Y}[o * {J} + j] = {X}[o * {D} + (size_t)k];")

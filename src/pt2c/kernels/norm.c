@@ -122,9 +122,11 @@ PT2C_KERNEL void pt2c_softmax_impl(float *out, const float *in, int outer, int d
                 float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
                 for (; i < dim; i++)
                     s += pt2c_exp_ftz(x[i] - m);
-                float lse = m + logf(s);
+                /* (x - m) - log(s), not x - (m + log(s)): m + log(s) rounds away
+                 * log(s) when |m| is large (1e4: off by ~3e-4; 3e38: log 2 lost). */
+                float ls = logf(s);
                 for (int j = 0; j < dim; j++)
-                    y[j] = x[j] - lse;
+                    y[j] = (x[j] - m) - ls;
             } else {
                 for (int j = 0; j < dim; j++)
                     y[j] = pt2c_exp_ftz(x[j] - m);
@@ -164,12 +166,12 @@ PT2C_KERNEL void pt2c_softmax_impl(float *out, const float *in, int outer, int d
                     sum[c] += pt2c_exp_ftz(row[c] - mx[c]);
             }
             for (int c = 0; c < nc; c++)
-                mx[c] += logf(sum[c]); /* now the log-sum-exp */
+                sum[c] = logf(sum[c]); /* now log(sum exp(x - max)); see the inner == 1 path */
             for (int j = 0; j < dim; j++) {
                 const float *row = x + (size_t)j * inner;
                 float *yrow = y + (size_t)j * inner;
                 for (int c = 0; c < nc; c++)
-                    yrow[c] = row[c] - mx[c];
+                    yrow[c] = (row[c] - mx[c]) - sum[c];
             }
         } else {
             for (int j = 0; j < dim; j++) {

@@ -16,7 +16,7 @@ from pt2c.ir import Node, Value, ctype
 from pt2c.ops import defop, lowers
 from pt2c.ops.elementwise import _lit, make_ew
 from pt2c.ops.nn import make_reduce
-from pt2c.ops.shape import _norm_dim, contiguous_strides, make_strided, make_view
+from pt2c.ops.shape import _norm_dim, check_const_index, check_index, contiguous_strides, make_strided, make_view
 
 
 def _prod(xs: Any) -> int:
@@ -331,8 +331,7 @@ def _lower_sort(ctx: Any, a: dict[str, Any]) -> Any:
 
 def _ref_gather_dim(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     dim = node.attrs["dim"]
-    i = idx.astype(np.int64)
-    i = np.where(i < 0, i + x.shape[dim], i)
+    i = check_index(idx, x.shape[dim], False, "gather")  # torch.gather raises for -1
     sl = tuple(slice(0, n) for n in idx.shape)
     return np.take_along_axis(x[tuple(s if d != dim else slice(None) for d, s in enumerate(sl))], i, axis=dim)
 
@@ -366,8 +365,7 @@ def _emit_gather_dim(em: Any, node: Node) -> None:
     names, k = _index_loops(em, idx.shape)
     pad = "    " * k
     em.line(pad + f"int64_t u_j = (int64_t){I}[{_lin(names, ist)}];")
-    em.line(pad + f"if (u_j < 0) u_j += {x.shape[dim]};")
-    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")
+    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
     em.line(pad + f"{Y}[{_lin(names, ist)}] = {X}[{_lin(names, xs, dim, '(size_t)u_j')}];")
     _close(em, k)
 
@@ -382,7 +380,9 @@ def _lower_gather(ctx: Any, a: dict[str, Any]) -> Value:
         ctx.fail("gather of 0-d tensors")
     if idx.numel == 0:
         ctx.fail("gather with an empty index")
-    ctx.emit("gather_dim", [x, idx], {"dim": _norm_dim(a["dim"], len(x.shape))}, [out])
+    dim = _norm_dim(a["dim"], len(x.shape))
+    check_const_index(ctx, idx, x.shape[dim], False, "gather")
+    ctx.emit("gather_dim", [x, idx], {"dim": dim}, [out])
     return out
 
 
@@ -392,9 +392,9 @@ def _ref_scatter(node: Node, x: np.ndarray, idx: np.ndarray, *src: np.ndarray) -
     dim, mode = node.attrs["dim"], node.attrs["reduce"]
     y = np.array(x, copy=True)
     s = src[0] if src else None
+    idx = check_index(idx, x.shape[dim], False, "scatter")  # torch raises for -1
     for pos in np.ndindex(*idx.shape):
         j = int(idx[pos])
-        j = j + x.shape[dim] if j < 0 else j
         tgt = list(pos)
         tgt[dim] = j
         v = s[pos] if s is not None else node.attrs["value"]
@@ -418,8 +418,7 @@ def _emit_scatter(em: Any, node: Node) -> None:
     names, k = _index_loops(em, idx.shape)
     pad = "    " * k
     em.line(pad + f"int64_t u_j = (int64_t){I}[{_lin(names, ist)}];")
-    em.line(pad + f"if (u_j < 0) u_j += {x.shape[dim]};")
-    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")
+    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
     if src is not None:
         val = f"{em.ptr(src)}[{_lin(names, contiguous_strides(src.shape))}]"
     else:
@@ -447,8 +446,9 @@ def _lower_scatter(ctx: Any, a: dict[str, Any]) -> Value:
     if mode == "set":
         # duplicate indices make the result order-dependent in PyTorch; a compile-time check is not possible
         pass
-    ctx.emit("scatter", ins, {"dim": _norm_dim(a["dim"], len(x.shape)), "reduce": mode,
-                              "value": a.get("value", 0)}, [out])
+    dim = _norm_dim(a["dim"], len(x.shape))
+    check_const_index(ctx, idx, x.shape[dim], False, "scatter")
+    ctx.emit("scatter", ins, {"dim": dim, "reduce": mode, "value": a.get("value", 0)}, [out])
     return out
 
 
@@ -458,7 +458,8 @@ def _ref_index_put(node: Node, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
     nidx = node.attrs["nidx"]
     idx, vals = rest[:nidx], rest[nidx]
     y = np.array(x, copy=True)
-    b = np.broadcast_arrays(*[np.asarray(i).astype(np.int64) for i in idx])
+    wrap = node.attrs.get("wrap", True)
+    b = np.broadcast_arrays(*[check_index(i, x.shape[q], wrap, "index_put") for q, i in enumerate(idx)])
     tgt_shape = b[0].shape + x.shape[nidx:]
     v = np.broadcast_to(vals, tgt_shape)
     for pos in np.ndindex(*b[0].shape):
@@ -492,7 +493,8 @@ def _emit_index_put(em: Any, node: Node) -> None:
     for q, iv in enumerate(idx):
         st = broadcast_strides(iv.shape, contiguous_strides(iv.shape), bshape)
         em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{_lin(names, st)}];")
-        em.line(pad + f"if (u_j{q} < 0) u_j{q} += {x.shape[q]};")
+        if node.attrs.get("wrap", True):  # x[i] = v counts -1 from the end; index_add / index_copy raise
+            em.line(pad + f"if (u_j{q} < 0) u_j{q} += {x.shape[q]};")
         em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {x.shape[q]}) return PT2C_ERR_INDEX;")
         terms.append(f"(size_t)u_j{q} * {xs[q]}")
     full = tuple(bshape) + tuple(rest)
@@ -531,9 +533,16 @@ def _lower_index_put(ctx: Any, a: dict[str, Any]) -> Value:
     bshape = tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in idx]))
     if _prod(bshape) == 0:
         ctx.fail("index_put with an empty index")
+    # index_put / x[i] = v / index_fill wrap -1 like torch; index_add and index_copy, which the
+    # default decompositions turn into index_put, raise in torch: their nodes remember the op
+    orig = str(ctx.node.meta.get("original_aten", ""))
+    what = orig.split(".")[1] if orig.startswith(("aten.index_add", "aten.index_copy")) else "index_put"
+    wrap = what == "index_put"
+    for q, t in enumerate(idx):
+        check_const_index(ctx, t, x.shape[q], wrap, what)
     if vals.dtype != x.dtype:
         vals = make_ew(ctx, "copy", [vals], compute=x.dtype, out=ctx.new("vals", vals.shape, x.dtype))
-    ctx.emit("index_put", [x, *idx, vals], {"nidx": len(idx), "bshape": bshape,
+    ctx.emit("index_put", [x, *idx, vals], {"nidx": len(idx), "bshape": bshape, "wrap": wrap,
                                              "accumulate": bool(a.get("accumulate", False))}, [out])
     return out
 
@@ -764,8 +773,8 @@ def lower_conv_transpose(ctx: Any, a: dict[str, Any]) -> Value:
 # ---------------------------------------------------------------- advanced indexing with several runtime index tensors
 
 def _ref_index_multi(node: Node, x: np.ndarray, *idx: np.ndarray) -> np.ndarray:
-    pre = node.attrs["pre"]
-    key = (slice(None),) * pre + tuple(np.asarray(i).astype(np.int64) for i in idx)
+    pre = node.attrs["pre"]  # x[..., i0, i1] wraps -1 like torch (numpy does too; checked for the message)
+    key = (slice(None),) * pre + tuple(check_index(i, x.shape[pre + q], True, "index") for q, i in enumerate(idx))
     return np.asarray(x[key]).reshape(node.outputs[0].shape)
 
 

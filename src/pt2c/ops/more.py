@@ -14,7 +14,7 @@ from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops import UNSUPPORTED, defop, lowers
 from pt2c.ops.elementwise import _lit, make_ew
 from pt2c.ops.extra import _close, _index_loops, _lin, _prod
-from pt2c.ops.shape import _as_strided, _norm_dim, contiguous_strides, make_strided, slice_view
+from pt2c.ops.shape import _as_strided, _norm_dim, check_const_index, check_index, contiguous_strides, make_strided, slice_view
 
 FLOATS = ("float32", "float64")
 
@@ -123,9 +123,9 @@ def _ref_scatter_reduce(node: Node, x: np.ndarray, idx: np.ndarray, src: np.ndar
     y = np.array(x, copy=True)
     cnt = np.ones(x.shape, np.int64) if incl else np.zeros(x.shape, np.int64)
     tg = []
+    idx = check_index(idx, x.shape[dim], False, "scatter_reduce")  # torch raises for -1
     for pos in np.ndindex(*idx.shape):
         j = int(idx[pos])
-        j = j + x.shape[dim] if j < 0 else j
         t = list(pos)
         t[dim] = j
         tg.append((tuple(t), pos))
@@ -167,8 +167,7 @@ def _emit_scatter_reduce(em: Any, node: Node) -> None:
 
     def target(pad: str, names: list[str]) -> str:
         em.line(pad + f"int64_t u_j = (int64_t){I}[{_lin(names, ist)}];")
-        em.line(pad + f"if (u_j < 0) u_j += {n};")
-        em.line(pad + f"if (u_j < 0 || u_j >= {n}) return PT2C_ERR_INDEX;")
+        em.line(pad + f"if (u_j < 0 || u_j >= {n}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
         return _lin(names, ys, dim, "(size_t)u_j")
 
     if not incl:
@@ -223,6 +222,7 @@ def _lower_scatter_reduce(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 def _scatter_reduce_node(ctx: Any, x: Value, idx: Value, src: Value, dim: int, red: str, incl: bool, out: Value) -> None:
+    check_const_index(ctx, idx, x.shape[dim], False, "scatter_reduce")
     src = _cast_to(ctx, src, out.dtype, "src")
     outs = [out] + ([ctx.new("count", x.shape, "int64")] if red == "mean" else [])
     ctx.emit("scatter_reduce", [x, idx, src], {"dim": dim, "reduce": red, "include_self": incl}, outs)

@@ -171,7 +171,7 @@ def _ref_softmax(node: Node, x: np.ndarray) -> np.ndarray:
     m = x64.max(d, keepdims=True)
     e = np.exp(x64 - m)
     s = e.sum(d, keepdims=True)
-    y = np.log(e / s) if node.attrs["log"] else e / s
+    y = (x64 - m) - np.log(s) if node.attrs["log"] else e / s
     return y.astype(np.float64 if node.outputs and node.outputs[0].dtype == "float64" else np.float32)
 
 

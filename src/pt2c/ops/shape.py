@@ -5,7 +5,7 @@ Every IR Value is a dense row-major tensor, so:
   unsqueeze, flatten, contiguous slices/selects). No code, no copy.
 - `strided`: out[i0..ik] = in[offset + sum(i_d * strides[d])] (permute, transpose,
   expand, strided slice, select). A copy loop unless fusion folds it into its consumer.
-- `cat`, `gather` (index_select / embedding), `pad`: data movement with their own loops.
+- `cat`, `gather` (index_select / embedding / x[idx]), `pad`: data movement with their own loops.
 """
 
 from __future__ import annotations
@@ -231,10 +231,33 @@ def _lower_stack(ctx: Any, a: dict[str, Any]) -> Value:
 
 # ---------------------------------------------------------------- gather along one axis
 
+# Negative indices, as PyTorch takes them: advanced indexing (x[idx] = aten.index.Tensor,
+# index_put, index_fill, torch.take) counts -1 from the end; embedding, index_select, gather,
+# scatter*, index_add and index_copy raise.  The IR ops carry this as attrs["wrap"]; the C
+# code returns ERR_INDEX for any index outside [-n, n) (wrap) or [0, n) (no wrap).
+
+def check_index(idx: Any, n: int, wrap: bool, what: str = "index") -> np.ndarray:
+    """Indices into a dimension of size n, negative ones wrapped when `wrap`; IndexError, as
+    PyTorch raises, for one outside [-n, n) (wrap) or [0, n) (no wrap)."""
+    i = np.asarray(idx).astype(np.int64)
+    bad = (i < (-n if wrap else 0)) | (i >= n)
+    if bad.any():
+        raise IndexError(f"{what}: index {int(i[bad].flat[0])} is out of range for a dimension of size {n}")
+    return np.where(i < 0, i + n, i)
+
+
+def check_const_index(ctx: Any, idx: Value, n: int, wrap: bool, what: str) -> None:
+    """A compile-time error (not a C status at run time) for a constant index that PyTorch rejects."""
+    if idx.is_const and idx.data is not None:
+        try:
+            check_index(idx.data, n, wrap, what)
+        except IndexError as e:
+            ctx.fail(str(e))
+
+
 def _ref_gather(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
     dim = node.attrs["dim"]
-    i = np.asarray(idx).astype(np.int64)
-    i = np.where(i < 0, i + x.shape[dim], i)
+    i = check_index(idx, x.shape[dim], node.attrs.get("wrap", False), "gather")
     return np.take(x, i.reshape(-1), axis=dim).reshape(node.outputs[0].shape)
 
 
@@ -247,20 +270,24 @@ defop("gather", _ref_gather, _emit_gather)
 
 @lowers("aten.embedding.default")
 def _lower_embedding(ctx: Any, a: dict[str, Any]) -> Value:
-    ctx.emit("gather", [a["weight"], a["indices"]], {"dim": 0}, [ctx.out()])
+    w, idx = a["weight"], a["indices"]
+    check_const_index(ctx, idx, w.shape[0], False, "embedding")
+    ctx.emit("gather", [w, idx], {"dim": 0, "wrap": False}, [ctx.out()])  # torch raises for -1
     return ctx.out()
 
 
 @lowers("aten.index_select.default")
 def _lower_index_select(ctx: Any, a: dict[str, Any]) -> Value:
     x, idx, out = a["self"], a["index"], ctx.out()
+    dim = _norm_dim(a["dim"], max(len(x.shape), 1))
+    check_const_index(ctx, idx, x.shape[dim] if x.shape else 1, False, "index_select")
     if not x.shape or not idx.shape:  # 0-d self and/or index: gather on 1-element views
         x1 = ctx.view(x, (1,)) if not x.shape else x
         i1 = ctx.view(idx, (1,)) if not idx.shape else idx
-        y = ctx.new("sel", (*x1.shape[:_norm_dim(a["dim"], max(len(x.shape), 1))], 1, *x1.shape[_norm_dim(a["dim"], max(len(x.shape), 1)) + 1:]), x.dtype)
-        ctx.emit("gather", [x1, i1], {"dim": _norm_dim(a["dim"], max(len(x.shape), 1))}, [y])
+        y = ctx.new("sel", (*x1.shape[:dim], 1, *x1.shape[dim + 1:]), x.dtype)
+        ctx.emit("gather", [x1, i1], {"dim": dim, "wrap": False}, [y])  # torch raises for -1
         return ctx.view(y, out.shape, out=out)
-    ctx.emit("gather", [x, idx], {"dim": _norm_dim(a["dim"], len(x.shape))}, [out])
+    ctx.emit("gather", [x, idx], {"dim": dim, "wrap": False}, [out])
     return out
 
 
@@ -276,7 +303,7 @@ def _lower_index(ctx: Any, a: dict[str, Any]) -> Value:
 
         return lower_index_multi(ctx, x, idx, out)
     d = used[0]
-    ctx.emit("gather", [x, idx[d]], {"dim": d}, [out])
+    ctx.emit("gather", [x, idx[d]], {"dim": d, "wrap": True}, [out])  # x[-1] is the last row, as in torch
     return out
 
 
