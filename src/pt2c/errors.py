@@ -30,3 +30,22 @@ class UnsupportedError(Pt2cError):
         lines.append("What to try: rewrite these parts of the model with supported ops (see docs/ops.md), "
                      "or keep them outside the exported module.")
         super().__init__("\n".join(lines))
+
+
+class UnsupportedDtypeError(Pt2cError):
+    """The program holds tensors of dtypes pt2c does not compute in; lists every place at once."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        # problems: (dtype(s), where)
+        self.problems = problems
+        dtypes = sorted({d for ds, _ in problems for d in ds.split(", ")})
+        lines = [f"unsupported dtype{'s' if len(dtypes) > 1 else ''} {', '.join(dtypes)} in {len(problems)} "
+                 f"place{'s' if len(problems) != 1 else ''}: pt2c computes in float32 / float64 (indices and "
+                 "masks: int64, int32, int16, int8, uint8, bool)"]
+        for dts, where in problems[:10]:
+            lines.append(f"  - {where}: {dts}")
+        if len(problems) > 10:
+            lines.append(f"  - ... and {len(problems) - 10} more")
+        lines.append("What to try: export the model in float32 (model.float() and float32 example inputs); "
+                     "float16 / bfloat16 / int8 compute is not supported yet.")
+        super().__init__("\n".join(lines))

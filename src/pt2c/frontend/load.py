@@ -3,10 +3,7 @@ Version checks happen here, before anything else reads the program."""
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -38,35 +35,11 @@ def check_torch_version() -> str:
 
 def read_pt2_header(path: Path) -> dict[str, Any]:
     """Schema and torch version recorded in a .pt2 archive, without unpickling anything."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file.\nWhat to try: check the path; write one with torch.export.save(ep, '{path.name}').")
-    corrupt = f"{path}: corrupt .pt2 archive ({{}}).\nWhat to try: re-export with torch.export.save."
-    try:
-        is_zip = zipfile.is_zipfile(path)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:  # e.g. a damaged zip64 locator
-        raise InputError(corrupt.format(e)) from None
-    if not is_zip:
-        raise InputError(f"{path}: not a .pt2 archive (not a zip file; is it truncated or a different format?).\n"
-                         "What to try: re-export with torch.export.save(ep, path).")
-    try:
-        with zipfile.ZipFile(path) as z:
-            models = [n for n in z.namelist() if n.endswith("models/model.json")]
-            if not models:
-                raise InputError(f"{path}: no serialized ExportedProgram (models/model.json) in the archive.\n"
-                                 "What to try: write it with torch.export.save (AOTInductor packages are not accepted).")
-            with z.open(models[0]) as f:
-                head = json.load(f)
-        sv = head.get("schema_version") or {}
-        schema = (int(sv.get("major", -1)), int(sv.get("minor", -1)))
-        torch_version = head.get("torch_version")
-    # Damaged archives surface as many types (bit flips in sizes, flags, compression
-    # method, names, JSON): zlib.error and UnicodeDecodeError are ValueError /
-    # Exception subclasses covered here; RuntimeError: "encrypted" flag;
-    # NotImplementedError: unknown compression; AttributeError/TypeError: JSON of the wrong shape.
-    except (zipfile.BadZipFile, json.JSONDecodeError, OSError, EOFError, ValueError, KeyError, RuntimeError,
-            NotImplementedError, AttributeError, TypeError, OverflowError, zlib.error) as e:
-        raise InputError(corrupt.format(f"{type(e).__name__}: {e}")) from None
-    return {"schema_version": schema, "torch_version": torch_version}
+    from pt2c.frontend.archive import Archive
+
+    with Archive(Path(path)) as arc:
+        head = arc.header()
+    return {"schema_version": head["schema_version"], "torch_version": head["torch_version"]}
 
 
 def check_schema(schema: tuple[int, int], where: str) -> None:
@@ -81,22 +54,23 @@ def check_schema(schema: tuple[int, int], where: str) -> None:
             f"({SUPPORTED_TORCH[1][0]}.{SUPPORTED_TORCH[1][1]}), or upgrade pt2c.")
 
 
-def load_program(src: Any, example_inputs: tuple | None = None) -> tuple[Any, dict[str, Any]]:
-    """Return (ExportedProgram, provenance) from a path, an ExportedProgram, or a module + inputs."""
+def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: bool = False) -> tuple[Any, dict[str, Any]]:
+    """Return (ExportedProgram, provenance) from a path, an ExportedProgram, or a module + inputs.
+
+    sample_inputs: also read a .pt2's sample inputs into ``ep.example_inputs`` (pt2c verify)."""
     import torch
 
     torch_v = check_torch_version()
     from torch._export.serde.schema import SCHEMA_VERSION
 
     if isinstance(src, (str, os.PathLike)):
+        from pt2c.frontend.archive import Archive
+
         path = Path(src)
-        head = read_pt2_header(path)
-        check_schema(head["schema_version"], str(path))
-        try:
-            ep = torch.export.load(path)
-        except Exception as e:  # torch raises many types here; all mean "unreadable"
-            raise InputError(f"{path}: torch.export.load failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n"
-                             "What to try: re-export the model with the installed torch.") from None
+        with Archive(path) as arc:  # never torch.export.load: it unpickles and evaluates archive contents
+            head = arc.header()
+            check_schema(head["schema_version"], str(path))
+            ep = arc.exported_program(head, sample_inputs=sample_inputs)
         prov = {"source": path.name, "exported_with_torch": head["torch_version"],
                 "schema_version": "%d.%d" % head["schema_version"]}
     elif isinstance(src, torch.export.ExportedProgram):
@@ -110,7 +84,39 @@ def load_program(src: Any, example_inputs: tuple | None = None) -> tuple[Any, di
     else:
         raise InputError(f"cannot compile a {type(src).__name__}: pass a .pt2 path, an ExportedProgram, or an nn.Module with example inputs")
     prov["torch_version"] = torch_v
+    check_dtypes(ep)
     return ep, prov
+
+
+def check_dtypes(ep: Any) -> None:
+    """One clear error listing every input, weight and node whose dtype pt2c does not compute
+    (float16, bfloat16, complex, float8, ...), before anything is lowered or run."""
+    import torch
+
+    from pt2c.errors import UnsupportedDtypeError
+    from pt2c.frontend.lower import origin_of
+    from pt2c.ir import DTYPES
+
+    sig = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
+    problems: list[tuple[str, str]] = []
+    for node in ep.graph.nodes:
+        if node.op not in ("placeholder", "call_function"):
+            continue
+        val = node.meta.get("val")
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        bad = sorted({str(v.dtype).replace("torch.", "") for v in vals if isinstance(v, torch.Tensor)} - set(DTYPES))
+        if not bad:
+            continue
+        if node.op == "placeholder":
+            spec = sig.get(node.name)
+            kind = spec.kind.name.lower().replace("_", " ") if spec is not None else "input"
+            target = getattr(spec, "target", None) or node.name
+            where = f"{'input' if kind == 'user input' else kind} '{target}'"
+        else:
+            where = origin_of(node).describe()
+        problems.append((", ".join(bad), where))
+    if problems:
+        raise UnsupportedDtypeError(problems)
 
 
 def keep_ops() -> list[Any]:
@@ -126,7 +132,17 @@ def keep_ops() -> list[Any]:
 def decompose(ep: Any) -> Any:
     import torch
 
+    from pt2c.frontend.archive import quiet_torch
+
     table = torch.export.default_decompositions()
     for op in keep_ops():
         table.pop(op, None)
-    return ep.run_decompositions(table)
+    with quiet_torch() as log:
+        try:
+            return ep.run_decompositions(table)
+        except Exception as e:  # torch's own failure: summarised, never its traceback
+            msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            raise InputError(f"torch could not decompose the program to core ATen ops: {type(e).__name__}: {msg}"
+                             + (f" ({log[-1][:200]})" if log else "")
+                             + "\nWhat to try: check that the program runs in eager (ep.module()(*inputs)), or "
+                             "re-export it with the installed torch.") from None

@@ -212,8 +212,7 @@ class Lowering:
                     self.env[node.name] = v
                 else:
                     t = state[spec.target].detach()
-                    data = t.contiguous().numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
-                    self.env[node.name] = self.const(data, spec.target)
+                    self.env[node.name] = self.const(t.contiguous().numpy(), spec.target)  # dtypes: load.check_dtypes
             elif node.op == "call_function":
                 self.env[node.name] = self.lower_node(node)
             elif node.op == "output":

@@ -516,7 +516,7 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
         eager = src.eval()
         ep = None
     else:
-        ep, _ = load_program(src)
+        ep, _ = load_program(src, sample_inputs=True)
         eager = ep.module()
 
     # -- inputs
