@@ -261,9 +261,11 @@ class CApi:
                       for m in re.finditer(rf"\b{name.upper()}_((?:OK|ERR_\w+))\s*=\s*(\d+)", header)}
         self.ws_bytes = int(re.search(rf"#define {name.upper()}_WORKSPACE_BYTES (\d+)u", header).group(1))
         self.lib = ctypes.CDLL(str(lib))
-        self.init = getattr(self.lib, f"{name}_init")
-        self.init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        self.init.restype = ctypes.c_int
+        self.init_checked = getattr(self.lib, f"{name}_init_checked")
+        self.init_checked.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                      ctypes.c_size_t, ctypes.c_uint64]
+        self.init_checked.restype = ctypes.c_int
+        self.signature = int(re.search(rf"#define {name.upper()}_SIGNATURE UINT64_C\((0x[0-9a-f]+)\)", header).group(1), 16)
         self.run_v = getattr(self.lib, f"{name}_run_v")
         self.run_v.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self.run_v.restype = ctypes.c_int
@@ -272,15 +274,20 @@ class CApi:
         self.strerror.restype = ctypes.c_char_p
         self._ws, self.ws = _aligned_bytes(b"\0" * max(self.ws_bytes, 64))
 
+    def init(self, ctx, ptr, size, ws, ws_size: int | None = None, signature: int | None = None) -> int:
+        """What <name>_init (a macro of the header) does: the header's signature, the workspace's size."""
+        return self.init_checked(ctx, ptr, size, ws, max(self.ws_bytes, 64) if ws_size is None else ws_size,
+                                 self.signature if signature is None else signature)
+
     def try_init(self, blob: bytes | None, size: int | None = None, ws: int | None = -1,
-                 blob_offset: int = 0) -> int:
+                 blob_offset: int = 0, **kw: int) -> int:
         ctx = ctypes.create_string_buffer(256)
         if blob is None:
             ptr = None
         else:
             keep, ptr = _aligned_bytes(blob, offset=blob_offset)  # noqa: F841 (kept alive for the call)
         rc = self.init(ctx, ptr, len(blob) if size is None and blob is not None else (size or 0),
-                       self.ws if ws == -1 else ws)
+                       self.ws if ws == -1 else ws, **kw)
         return rc
 
 
@@ -364,6 +371,33 @@ def test_init_null_args(capi, mlp_blob):
     _expect(capi, capi.try_init(mlp_blob, ws=None), "ERR_NULL_ARG")
     _expect(capi, capi.try_init(None, size=0), "ERR_NULL_ARG")  # weights are not embedded
     assert capi.init(None, None, 0, None) == capi.codes["ERR_NULL_ARG"]
+
+
+def test_init_checks_workspace_size_and_signature(capi, mlp_blob):
+    """A workspace shorter than <NAME>_WORKSPACE_BYTES, or a header of another compile (its
+    <NAME>_SIGNATURE), is refused before anything is written."""
+    assert capi.ws_bytes > 64
+    _expect(capi, capi.try_init(mlp_blob, ws_size=capi.ws_bytes - 1), "ERR_WORKSPACE_SIZE", "workspace")
+    _expect(capi, capi.try_init(mlp_blob, ws_size=0), "ERR_WORKSPACE_SIZE", "workspace")
+    assert capi.try_init(mlp_blob, ws_size=capi.ws_bytes) == 0
+    _expect(capi, capi.try_init(mlp_blob, signature=capi.signature ^ 1), "ERR_SIGNATURE", "header")
+    _expect(capi, capi.try_init(mlp_blob, signature=0), "ERR_SIGNATURE", "header")
+
+
+def test_run_null_pointers_in_arrays(capi, mlp_compiled, mlp_blob):
+    """NULL anywhere (ctx, the arrays, an entry of either) gives ERR_NULL_ARG, never a crash."""
+    ctx = ctypes.create_string_buffer(256)
+    keep, ptr = _aligned_bytes(mlp_blob)
+    assert capi.init(ctx, ptr, len(mlp_blob), capi.ws) == 0
+    x = np.ascontiguousarray(mlp_compiled.np_inputs[0])
+    out = np.zeros((4, 10), np.float32)
+    good_in, good_out = (ctypes.c_void_p * 1)(x.ctypes.data), (ctypes.c_void_p * 1)(out.ctypes.data)
+    null1 = (ctypes.c_void_p * 1)(None)
+    for args in ((None, good_in, good_out), (ctx, None, good_out), (ctx, good_in, None), (ctx, null1, good_out),
+                 (ctx, good_in, null1)):
+        _expect(capi, capi.run_v(*args), "ERR_NULL_ARG")
+    assert capi.run_v(ctx, good_in, good_out) == 0
+    del keep
 
 
 def test_init_misaligned(capi, mlp_blob):

@@ -206,7 +206,7 @@ static float output[{n_out}];
 int main(void)
 {{
     {name}_ctx ctx;
-    int rc = {name}_init(&ctx, NULL, 0, workspace); /* NULL: the embedded weights */
+    int rc = {name}_init(&ctx, NULL, 0, workspace, sizeof(workspace)); /* NULL: the embedded weights */
     if (rc != {N}_OK) return rc;
     return {name}_run(&ctx, input, output);
 }}

@@ -86,7 +86,7 @@ static int run_{n}(const char *weights_path, const char *input_path)
     const {n}_tensor_desc *id = {n}_inputs(), *od = {n}_outputs();
     if ({n}_abi_version() != {N}_ABI_VERSION) return 4;
     if (posix_memalign(&ws, {N}_WORKSPACE_ALIGN, {N}_WORKSPACE_BYTES) != 0) return 3;
-    rc = {n}_init(&ctx, weights, wsize, ws);
+    rc = {n}_init(&ctx, weights, wsize, ws, {N}_WORKSPACE_BYTES);
     if (rc != {N}_OK) {{ fprintf(stderr, "{n}_init: %s\\n", {n}_strerror(rc)); return 1; }}
     for (i = 0; i < {N}_NUM_INPUTS; i++) {{ ins[i] = in + off; off += id[i].nbytes; }}
     if (off != isize) {{ fprintf(stderr, "{n}: input file has %lu bytes, expected %lu\\n",

@@ -99,7 +99,7 @@ int main(int argc, char **argv)
     if (!ws) return 2;
     /* poison the workspace: the model must not read what it did not write */
     memset(ws, 0xA5, ws_bytes ? ws_bytes : 64);
-    rc = FN(_init)(&ctx, weights, wsize, ws);
+    rc = FN(_init)(&ctx, weights, wsize, ws, ws_bytes ? ws_bytes : 64);
     if (rc != 0) { fprintf(stderr, "init: %s\n", FN(_strerror)(rc)); return 3; }
     for (off = 0; n_in < NUM_INPUTS; n_in++) {
         inputs[n_in] = in + off;

@@ -239,7 +239,7 @@ private:
     int bind(const void *weights, std::size_t weights_size)
     {
         if (!workspace_.data() && !workspace_.allocate(workspace_bytes, workspace_align)) return @NAME@_ERR_NULL_ARG;
-        return @name@_init(&ctx_, weights, weights_size, workspace_.data());
+        return @name@_init(&ctx_, weights, weights_size, workspace_.data(), workspace_bytes);
     }
 
     int read_file(const char *path)

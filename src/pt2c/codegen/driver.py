@@ -255,7 +255,7 @@ int main(int argc, char **argv)
         goto done;
     }}
 
-    rc = {name}_init(&ctx, w_data, w_size, align_up(ws_raw, {N}_WORKSPACE_ALIGN));
+    rc = {name}_init(&ctx, w_data, w_size, align_up(ws_raw, {N}_WORKSPACE_ALIGN), {N}_WORKSPACE_BYTES);
     if (rc != {N}_OK) {{
         fprintf(stderr, "error: {name}_init failed (status %d): %s\\n", rc, {name}_strerror(rc));
         goto done;

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.codegen.escape import c_comment
 from pt2c.ir import Graph, Node, Value, ctype
 from pt2c.ops import OPS
 from pt2c.ops.elementwise import _lit, expr_str, expr_to_c
@@ -247,9 +248,9 @@ class Emitter:
         loc = o.module_path or "<top>"
         if o.module_type:
             loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
-        lines = [f"/* {loc}: {what} -> {out.dtype}{list(out.shape)}"]
+        lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
         if o.source:
-            lines.append(f" * {o.source.replace('*/', '* /')}")
+            lines.append(f" * {c_comment(o.source)}")
         lines[-1] += " */"
         return lines
 

@@ -63,6 +63,7 @@ import ctypes
 import json
 import mmap
 import os
+import threading
 
 import numpy as np
 
@@ -90,15 +91,37 @@ def _library(threads=None):
         lib = ctypes.CDLL(os.path.join(_HERE, "lib" + _NAME + ".so"))
         fn = lambda s: getattr(lib, _NAME + "_" + s)  # noqa: E731
         fn("abi_version").restype = ctypes.c_int
-        fn("workspace_size").restype = ctypes.c_size_t
-        fn("strerror").restype = ctypes.c_char_p
+        for s, res in (("workspace_size", ctypes.c_size_t), ("ctx_size", ctypes.c_size_t),
+                       ("signature", ctypes.c_uint64), ("strerror", ctypes.c_char_p)):
+            fn(s).restype = res
         fn("strerror").argtypes = [ctypes.c_int]
-        fn("init").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        fn("init_checked").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                                       ctypes.c_size_t, ctypes.c_uint64]
         fn("run_v").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         if fn("abi_version")() != manifest["abi_version"]:
             raise ModelError("lib%s.so: ABI version %d, manifest says %d" % (_NAME, fn("abi_version")(), manifest["abi_version"]))
+        if "0x%016x" % fn("signature")() != manifest.get("signature"):
+            raise ModelError("lib%s.so and manifest.json come from different compiles (signature)" % _NAME)
         _lib = lib
     return _lib
+
+
+class _Desc(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("nbytes", ctypes.c_size_t)]
+
+
+def _library_io(lib, kind):
+    """The library's own descriptor table (<name>_inputs() / _outputs()); the manifest must agree."""
+    count, table = getattr(lib, "%s_num_%s" % (_NAME, kind)), getattr(lib, "%s_%s" % (_NAME, kind))
+    count.restype, table.restype = ctypes.c_int, ctypes.POINTER(_Desc)
+    t, names = table(), list(_DTYPES)
+    io = [{"name": t[i].name.decode(), "dtype": names[t[i].dtype] if 0 <= t[i].dtype < len(names) else "?",
+           "shape": [int(t[i].shape[k]) for k in range(t[i].rank)]} for i in range(count())]
+    if [(d["name"], d["dtype"], list(d["shape"])) for d in io] != \
+            [(d["name"], d["dtype"], list(d["shape"])) for d in manifest[kind]]:
+        raise ModelError("manifest.json's %s do not match lib%s.so's" % (kind, _NAME))
+    return io
 
 
 def _aligned(nbytes, align=64):
@@ -130,12 +153,13 @@ def _addr(a):
 
 
 class Model:
-    """The loaded model: one context + workspace (use one Model per thread)."""
+    """The loaded model: one context + workspace; calls from several threads take turns (a lock);
+    load one Model per thread for calls at the same time."""
 
     def __init__(self, weights=None, threads=None):
         self._lib = _library(threads)
-        self.inputs = manifest["inputs"]
-        self.outputs = manifest["outputs"]
+        self.inputs = _library_io(self._lib, "inputs")
+        self.outputs = _library_io(self._lib, "outputs")
         w = manifest["weights"]
         if w["embedded"] and weights is None:
             self._weights, wptr, wsize = None, None, 0
@@ -146,8 +170,10 @@ class Model:
                 f.readinto(memoryview(self._weights))
             wptr, wsize = self._weights.ctypes.data, self._weights.nbytes
         self._ws = _big_buffer(max(self._fn("workspace_size")(), 64))
-        self._ctx = ctypes.create_string_buffer(64)
-        self._check(self._fn("init")(self._ctx, wptr, wsize, self._ws.ctypes.data), "init")
+        self._ctx = ctypes.create_string_buffer(max(self._fn("ctx_size")(), 64))
+        self._check(self._fn("init_checked")(self._ctx, wptr, wsize, self._ws.ctypes.data, self._ws.nbytes,
+                                             self._fn("signature")()), "init")
+        self._lock = threading.Lock()
         self._run_v = self._fn("run_v")  # (run() touches few objects: see pt2c's runtime/runner.py)
         self._in_specs = [(tuple(d["shape"]), np.dtype(_DTYPES[d["dtype"]])) for d in self.inputs]
         self._out_specs = [(tuple(d["shape"]), np.dtype(_DTYPES[d["dtype"]])) for d in self.outputs]
@@ -178,11 +204,13 @@ class Model:
             if not (type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous):
                 x = self._input(i, x)
             arrays.append(x)  # (alive until the call returns)
-            self._in_ptrs[i] = _addr(x)
         outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-        for i, o in enumerate(outs):
-            self._out_ptrs[i] = _addr(o)
-        rc = self._run_v(self._ctx, self._in_ptrs, self._out_ptrs)
+        with self._lock:  # one context, one workspace, one pair of pointer arrays
+            for i, x in enumerate(arrays):
+                self._in_ptrs[i] = _addr(x)
+            for i, o in enumerate(outs):
+                self._out_ptrs[i] = _addr(o)
+            rc = self._run_v(self._ctx, self._in_ptrs, self._out_ptrs)
         if rc:
             self._check(rc, "run")
         return outs

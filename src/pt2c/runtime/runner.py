@@ -6,6 +6,7 @@ import ctypes
 import json
 import mmap
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,48 @@ DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int3
           "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
 
 
+ABI_VERSION = 3  # the C API this runner speaks (codegen/cwriter.py ABI_VERSION)
+# the C API's dtype codes (<NAME>_DTYPE_*, ir.DTYPE_CODES) -> manifest names
+DTYPE_BY_CODE = {0: "float32", 1: "float64", 2: "int64", 3: "int32", 4: "int16", 5: "int8", 6: "uint8", 7: "bool"}
+
+
 class RunError(Pt2cError):
     pass
+
+
+class TensorDesc(ctypes.Structure):
+    """<name>_tensor_desc of the generated header."""
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("nbytes", ctypes.c_size_t)]
+
+
+def library_io(lib: Any, name: str) -> tuple[list[dict], list[dict]]:
+    """The I/O descriptors the library itself exports (<name>_inputs() / _outputs()): the source of
+    truth for what its run function reads and writes."""
+    specs = []
+    for kind in ("inputs", "outputs"):
+        count = getattr(lib, f"{name}_num_{kind}")
+        count.restype = ctypes.c_int
+        table = getattr(lib, f"{name}_{kind}")
+        table.restype = ctypes.POINTER(TensorDesc)
+        n, t = count(), table()
+        rows = []
+        for i in range(n):
+            d = t[i]
+            rows.append({"name": d.name.decode(), "dtype": DTYPE_BY_CODE.get(d.dtype, f"code {d.dtype}"),
+                         "shape": [int(d.shape[k]) for k in range(d.rank)], "nbytes": int(d.nbytes)})
+        specs.append(rows)
+    return specs[0], specs[1]
+
+
+def check_manifest_io(lib_io: list[dict], manifest_io: list[dict], kind: str, where: str) -> None:
+    """RunError unless the manifest's I/O (names, shapes, dtypes) is the library's."""
+    mine = [(d["name"], list(d["shape"]), d["dtype"]) for d in lib_io]
+    theirs = [(d.get("name"), list(d.get("shape", [])), d.get("dtype")) for d in manifest_io]
+    if mine != theirs:
+        raise RunError(f"{where}: manifest.json's {kind} {theirs} are not the library's {mine}.\n"
+                       "What to try: the manifest and the library come from different compiles (or the manifest "
+                       "was edited): compile again and rebuild.")
 
 
 def _addr(a: np.ndarray) -> int:
@@ -66,15 +107,24 @@ def aligned_copy(a: np.ndarray, align: int = 64) -> np.ndarray:
 
 
 class Model:
-    """A loaded model: `model(x, ...)` or `model.run({name: array})` returns numpy outputs."""
+    """A loaded model: `model(x, ...)` or `model.run({name: array})` returns numpy outputs.
+
+    Safe to call from several threads: a Model has one context and one workspace, so calls take
+    turns (a lock; each call may still use several OpenMP threads).  For calls that run at the
+    same time, load one Model per thread (each has its own workspace)."""
 
     def __init__(self, out_dir: Any, lib: Any = None, threads: int | None = None):
         self.dir = Path(out_dir)
         mpath = self.dir / "manifest.json"
         if not mpath.exists():
             raise RunError(f"{self.dir}: no manifest.json; is this a pt2c output folder?")
-        self.manifest = json.loads(mpath.read_text())
-        self.name = self.manifest["name"]
+        try:
+            self.manifest = json.loads(mpath.read_text())
+            self.name = self.manifest["name"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise RunError(f"{mpath}: not a pt2c manifest ({type(e).__name__}: {e})") from None
+        if not isinstance(self.name, str) or not self.name.isidentifier() or not self.name.isascii():
+            raise RunError(f"{mpath}: the model name {str(self.name)[:80]!r} is not a C identifier")
         lib_path = Path(lib) if lib else self.dir / "build" / f"lib{self.name}.so"
         if not lib_path.exists():
             raise RunError(f"{lib_path} not found.\nWhat to try: build it first: pt2c build {self.dir}")
@@ -112,30 +162,53 @@ class Model:
             # set above is ignored and runs would use every core.  Set it on the runtime itself.
             self.lib.omp_set_num_threads(ctypes.c_int(threads))
         n = self.name
-        getattr(self.lib, f"{n}_abi_version").restype = ctypes.c_int
-        abi = getattr(self.lib, f"{n}_abi_version")()
-        if abi != self.manifest["abi_version"]:
-            raise RunError(f"{lib_path}: ABI version {abi}, manifest says {self.manifest['abi_version']}: rebuild the library")
-        getattr(self.lib, f"{n}_workspace_size").restype = ctypes.c_size_t
-        getattr(self.lib, f"{n}_strerror").restype = ctypes.c_char_p
-        getattr(self.lib, f"{n}_init").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+        try:
+            abi_fn = getattr(self.lib, f"{n}_abi_version")
+        except AttributeError:
+            raise RunError(f"{lib_path} has no {n}_abi_version: not the library of model {n!r}") from None
+        abi_fn.restype = ctypes.c_int
+        abi = abi_fn()
+        if abi != ABI_VERSION or abi != self.manifest.get("abi_version"):
+            raise RunError(f"{lib_path}: C API version {abi}; this runner speaks {ABI_VERSION} and the manifest says "
+                           f"{self.manifest.get('abi_version')}.\nWhat to try: compile and build again with this pt2c.")
+        for fn, res in (("workspace_size", ctypes.c_size_t), ("ctx_size", ctypes.c_size_t),
+                        ("signature", ctypes.c_uint64), ("strerror", ctypes.c_char_p)):
+            getattr(self.lib, f"{n}_{fn}").restype = res
+        signature = getattr(self.lib, f"{n}_signature")()
+        if f"0x{signature:016x}" != self.manifest.get("signature"):
+            raise RunError(f"{lib_path}: signature 0x{signature:016x}, manifest.json says {self.manifest.get('signature')}: "
+                           "they come from different compiles.\nWhat to try: compile and build again.")
+        init = getattr(self.lib, f"{n}_init_checked")
+        init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                         ctypes.c_uint64]
         getattr(self.lib, f"{n}_run_v").argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        self.inputs = self.manifest["inputs"]
-        self.outputs = self.manifest["outputs"]
-        w = self.manifest["weights"]
-        if w["embedded"]:
+        # the library's descriptor tables are the truth; the manifest must agree with them
+        self.inputs, self.outputs = library_io(self.lib, n)
+        check_manifest_io(self.inputs, self.manifest.get("inputs", []), "inputs", str(mpath))
+        check_manifest_io(self.outputs, self.manifest.get("outputs", []), "outputs", str(mpath))
+        w = self.manifest.get("weights") or {}
+        if w.get("embedded"):
             self._weights = None
             wptr, wsize = None, 0
         else:
-            path = self.dir / w["file"]
-            self._weights = _big_buffer(path.stat().st_size)
-            with open(path, "rb") as f:  # straight into the aligned buffer: no second copy
-                f.readinto(memoryview(self._weights))
+            wname = str(w.get("file"))
+            if Path(wname).name != wname:
+                raise RunError(f"{mpath}: weights file {wname[:80]!r} is not a file name in the artifact folder")
+            path = self.dir / wname
+            try:
+                with open(path, "rb") as f:  # straight into the aligned buffer: no second copy
+                    size = os.fstat(f.fileno()).st_size
+                    self._weights = _big_buffer(size)
+                    if f.readinto(memoryview(self._weights)) != size:
+                        raise RunError(f"{path}: shorter than its size (changed while reading?)")
+            except OSError as e:
+                raise RunError(f"{path}: cannot read the weights ({e.strerror})") from None
             wptr, wsize = self._weights.ctypes.data, self._weights.nbytes
         self._ws = _big_buffer(max(getattr(self.lib, f"{n}_workspace_size")(), 64))
-        self._ctx = ctypes.create_string_buffer(64)
-        rc = getattr(self.lib, f"{n}_init")(self._ctx, wptr, wsize, self._ws.ctypes.data)
+        self._ctx = ctypes.create_string_buffer(max(getattr(self.lib, f"{n}_ctx_size")(), 64))
+        rc = init(self._ctx, wptr, wsize, self._ws.ctypes.data, self._ws.nbytes, signature)
         self._check(rc, "init")
+        self._lock = threading.Lock()
         isa = getattr(self.lib, f"{n}_isa")
         isa.restype, isa.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
         #: the instruction-set code path init chose ("x86_64-v3", ...; multi-versioned builds pick per CPU)
@@ -144,6 +217,9 @@ class Model:
         # the caches, every Python object a call touches is a cache miss (the batch-1 MLP's 0.26 ms
         # calls took 18 us more through run() than through the bare C function, now 10)
         self._run_v = getattr(self.lib, f"{n}_run_v")
+        for d in self.inputs + self.outputs:
+            if d["dtype"] not in DTYPES:
+                raise RunError(f"{lib_path}: tensor {d['name']!r} has dtype {d['dtype']}, which this runner does not know")
         self._in_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.inputs]
         self._out_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.outputs]
         self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
@@ -159,8 +235,8 @@ class Model:
         return outs[0] if len(outs) == 1 else outs
 
     def run(self, inputs: Any) -> list[np.ndarray]:
-        """Outputs for one set of inputs (a list in the manifest's order, or a dict by name).  Not to be
-        called from two threads at once: a Model has one context and one workspace (load one per thread)."""
+        """Outputs for one set of inputs (a list in the library's input order, or a dict by name).
+        Calls from several threads take turns (see the class docstring)."""
         if isinstance(inputs, dict):
             missing = [d["name"] for d in self.inputs if d["name"] not in inputs]
             if missing:
@@ -174,11 +250,13 @@ class Model:
             if not (type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous):
                 x = self._input(i, x)
             arrays.append(x)  # (alive until the call returns)
-            self._in_ptrs[i] = _addr(x)
         outs = [np.empty(shape, dtype) for shape, dtype in self._out_specs]
-        for i, o in enumerate(outs):
-            self._out_ptrs[i] = _addr(o)
-        rc = self._run_v(self._ctx, self._in_ptrs, self._out_ptrs)
+        with self._lock:  # one context, one workspace, one pair of pointer arrays
+            for i, x in enumerate(arrays):
+                self._in_ptrs[i] = _addr(x)
+            for i, o in enumerate(outs):
+                self._out_ptrs[i] = _addr(o)
+            rc = self._run_v(self._ctx, self._in_ptrs, self._out_ptrs)
         if rc:
             self._check(rc, "run")
         return outs
