@@ -16,8 +16,18 @@ if TYPE_CHECKING:
 
 def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
             name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
-            command: str = "", freestanding: bool = False, winograd: bool | None = None) -> Artifact:
+            command: str = "", freestanding: bool = False, winograd: bool | None = None,
+            force: bool = False) -> Artifact:
     """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs) to C in out_dir.
+
+    out_dir: a folder that does not exist yet, an empty one, or one pt2c wrote before (it keeps the list
+    of files it wrote in ``.pt2c-files``); anything else raises ``pt2c.errors.OutputError`` before the
+    compile starts. There, pt2c replaces its own files, removes those it no longer writes and leaves
+    every other file alone. force=True writes pt2c's files into any folder, replacing only files of the
+    names pt2c writes. The files are written into a staging folder and moved into place at the end, so a
+    failed compile leaves out_dir as it was (a new folder is not created).
+    name: the C symbol prefix and file name stem (a C identifier of at most 64 characters); default:
+    from the file's stem or the module's class, cut to 64 characters.
 
     freestanding=True (implied by a bare-metal target such as ``"cortex-m"``): output for a system without
     an OS -- embedded weights, no OpenMP; the library needs no malloc, stdio, threads or files.
@@ -27,7 +37,7 @@ def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, ta
 
     return compile_program(model, out_dir, example_inputs=example_inputs, target=target, name=name,
                            embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command,
-                           freestanding=freestanding, winograd=winograd)
+                           freestanding=freestanding, winograd=winograd, force=force)
 
 
 def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> Model:

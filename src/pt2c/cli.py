@@ -83,8 +83,16 @@ def _check_target(target: str) -> str:
 
 
 def _check_name(name: Optional[str]) -> None:
-    if name is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise CliError(f"model name {name!r} must be a C identifier (it prefixes every symbol)")
+    from pt2c.codegen.outdir import check_name
+
+    if name is not None:
+        check_name(name)  # a C identifier of at most 64 characters (ModelNameError: a Pt2cError)
+
+
+def _recorded_command(model: Path, *args: str) -> str:
+    """The command written into <name>.c: the model file's base name and the options, no output folder
+    and no directory, so the same .pt2 compiled into any folder from any directory gives the same bytes."""
+    return shlex.join(["pt2c", "compile", model.name, *args])
 
 
 def _check_input_path(path: Path) -> None:
@@ -142,15 +150,23 @@ def compile_cmd(
                                                "(implied by --target cortex-m)")] = False,
     no_winograd: Annotated[bool, typer.Option("--no-winograd", help="3x3 convolutions by im2col + GEMM only "
                                               "(Winograd is ~2x faster but stores 4x those layers' weights)")] = False,
+    force: Annotated[bool, typer.Option("--force", help="write into OUT even if pt2c did not write it: replaces only "
+                                        "files of the names pt2c writes, leaves every other file alone")] = False,
 ) -> None:
-    """Compile a .pt2 program to C99 source + build files in OUT."""
+    """Compile a .pt2 program to C99 source + build files in OUT.
+
+    OUT must be a new or empty folder, or one pt2c wrote before (then its stale files are removed and every
+    other file is left alone); --force writes into any folder. A failed compile leaves OUT as it was."""
     tname = _check_target(target)
     _check_name(name)
     _check_input_path(model)
+    from pt2c.codegen.outdir import check_output_dir
+
+    check_output_dir(out, force)  # at once, before torch is even imported
     _quiet_torch_warnings()
     import pt2c
 
-    cmd = ["pt2c", "compile", str(model), "-o", str(out), "--target", tname]
+    cmd = ["--target", tname]
     if name:
         cmd += ["--name", name]
     if embed_weights:
@@ -164,8 +180,8 @@ def compile_cmd(
     cmd += ["-O", str(opt_level)]
     with console.status(f"compiling {model} ..."):
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
-                           openmp=not no_openmp, opt_level=opt_level, command=shlex.join(cmd),
-                           freestanding=freestanding, winograd=False if no_winograd else None)
+                           openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
+                           freestanding=freestanding, winograd=False if no_winograd else None, force=force)
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
     say(f"  files:   {len(art.files)} ({', '.join(f for f in art.files if '/' not in f)}, "
@@ -338,12 +354,18 @@ def verify_cmd(
                                                  "launcher, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu', 'wine', "
                                                  "'python -m pt2c.runtime.wasirun' (also used for a cross --cc, "
                                                  "run directly)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="with -o: write into OUT even if pt2c did not write it "
+                                        "(replaces only files of the names pt2c writes)")] = False,
 ) -> None:
     """Compile, build and run MODEL and compare every output with PyTorch eager (exit 1 on mismatch).
 
     With --exec LAUNCHER (or a cross-compiler --cc) the model runs on the target: see docs/targets.md."""
     tname = _check_target(target)
     _check_input_path(model)
+    if out is not None:
+        from pt2c.codegen.outdir import check_output_dir
+
+        check_output_dir(out, force)  # a new or empty folder, or one pt2c wrote before (a rerun)
     _quiet_torch_warnings()
     from pt2c.runtime.verify import verify
 
@@ -486,7 +508,7 @@ def demo_cmd(
         threads = [1, 2] if two_threads else [1]
         report = verify(str(pt2), out / "demo_c", target="native", cflags="-O3 -std=c99", name="demo",
                         time_it=True, runs=runs, threads=threads,
-                        command=f"pt2c compile {pt2} -o {out / 'demo_c'} --target native --name demo",
+                        command=_recorded_command(pt2, "--target", "native", "--name", "demo"),
                         progress=lambda s: start(steps.get(s, s)))
         start("done")
         prog.update(current[-1], completed=1)

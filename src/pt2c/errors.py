@@ -11,6 +11,14 @@ class InputError(Pt2cError):
     """The input program could not be read: missing, corrupt, or from an unsupported version."""
 
 
+class OutputError(Pt2cError):
+    """The output folder cannot be written: not a folder, not writable, or holding files pt2c did not write."""
+
+
+class ModelNameError(Pt2cError, ValueError):
+    """The model name (it becomes file names and C symbols) is not a C identifier or is too long."""
+
+
 class UnsupportedError(Pt2cError):
     """The program uses ops (or op variants) pt2c cannot compile; lists every one at once."""
 

@@ -283,7 +283,10 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
                    provenance: dict[str, Any] | None = None, command: str = "", variants: Any = (),
                    freestanding: bool = False) -> Artifact:
     """target: the baseline preset (what <name>.c is built for); variants: extra x86-64 levels, each
-    written to its own <name>_<level>.c and chosen at init when the CPU has it."""
+    written to its own <name>_<level>.c and chosen at init when the CPU has it.
+
+    out_dir: an empty folder (the staging folder of codegen/outdir.py); nothing is removed here: moving
+    the files into the output folder and removing an earlier compile's stale files is outdir's commit."""
     name = g.name
     out_dir.mkdir(parents=True, exist_ok=True)
     materialize_outputs(g)
@@ -297,9 +300,6 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
     kfiles = _kernel_deps(kernels)
     kdir = out_dir / "pt2c_kernels"
     kdir.mkdir(exist_ok=True)
-    for old in kdir.iterdir():
-        if old.name not in kfiles:
-            old.unlink()
     src = resources.files("pt2c.kernels")
     for f in kfiles:
         (kdir / f).write_text((src / f).read_text())
@@ -312,18 +312,13 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
                      variants)
     (out_dir / f"{name}.h").write_text(header)
     (out_dir / f"{name}.c").write_text(source)
-    for old in out_dir.glob(f"{name}_x86_64*.c"):  # code paths of an earlier compile
-        old.unlink()
     vfiles = []
     for t in variants:
         vfiles.append(variant_file(name, t))
         (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, kfiles))
     files = [f"{name}.h", f"{name}.c", *vfiles] + [f"pt2c_kernels/{f}" for f in kfiles]
     wfile = out_dir / f"{name}.weights"
-    if embed_weights:
-        if wfile.exists():
-            wfile.unlink()
-    else:
+    if not embed_weights:
         wfile.write_bytes(blob)
         files.append(wfile.name)
 

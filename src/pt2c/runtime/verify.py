@@ -477,12 +477,14 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
            tol: float = 1e-4, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
            threads: int | Sequence[int] = 1, command: str = "",
            progress: Callable[[str], None] | None = None, launcher: str | None = None,
-           on_target: bool | None = None) -> VerifyReport:
+           on_target: bool | None = None, force: bool = False) -> VerifyReport:
     """Compile, build and run ``src`` and compare every output with PyTorch eager.
 
     src:     a ``.pt2`` path, an ``ExportedProgram``, or an ``nn.Module`` (with
              ``example_inputs`` or ``inputs``).
-    out_dir: where the artifact goes; None: a temporary folder, removed afterwards.
+    out_dir: where the artifact goes; None: a temporary folder, removed afterwards. A new or empty
+             folder, or one pt2c wrote before (checked first: OutputError); ``force``: any folder
+             (see ``pt2c.compile``).
     inputs:  numpy arrays in the model's input order (or a dict by input name);
              default: the program's example inputs, else seeded random arrays.
     tol:     float outputs pass when max|out-ref| <= tol * max(1, max|ref|);
@@ -509,6 +511,10 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
     if on_target is None:
         on_target = bool(launcher) or is_cross_compiler(cc)
     thread_list = [int(threads)] if isinstance(threads, int) else [int(t) for t in threads]
+    if out_dir is not None:  # a folder pt2c may not write: say so before the slow steps
+        from pt2c.codegen.outdir import check_output_dir
+
+        check_output_dir(out_dir, force)
 
     # -- the eager side: an ExportedProgram's module, or the nn.Module itself
     step("load")
@@ -574,10 +580,10 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
             if ex_args is None:
                 raise InputError("nn.Module example inputs with keyword arguments are not supported; export it first")
             art = pt2c.compile(src, work, example_inputs=ex_args, target=tspec, name=name, openmp=openmp,
-                               opt_level=opt_level, command=command)
+                               opt_level=opt_level, command=command, force=force)
         else:
             art = pt2c.compile(src, work, target=tspec, name=name, openmp=openmp, opt_level=opt_level,
-                               command=command)
+                               command=command, force=force)
         compile_s = time.perf_counter() - t0
 
         if on_target:

@@ -1,0 +1,461 @@
+"""The output folder (codegen/outdir.py): pt2c writes only into a new or empty folder or one it wrote
+before (or anywhere with --force, replacing only its own file names), never follows a symlink inside
+it, leaves it as it was when anything fails, and gives the same bytes in any folder from any cwd."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import pt2c
+from pt2c.cli import app
+from pt2c.codegen import outdir
+from pt2c.codegen.outdir import MARKER, MAX_NAME_LEN, OutputFolder, check_output_dir
+from pt2c.errors import ModelNameError, OutputError, UnsupportedError
+
+from conftest import export
+
+runner = CliRunner()
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+class Unsupported(torch.nn.Module):
+    def forward(self, x):
+        return torch.special.erfcx(x)  # no lowering: UnsupportedError
+
+
+@pytest.fixture(scope="module")
+def tiny_ep():
+    torch.manual_seed(0)
+    return export(Tiny().eval(), (torch.randn(2, 4),))
+
+
+@pytest.fixture(scope="module")
+def tiny_pt2(tmp_path_factory, tiny_ep):
+    p = tmp_path_factory.mktemp("pt2") / "tiny.pt2"
+    torch.export.save(tiny_ep, p)
+    return p
+
+
+@pytest.fixture(params=["fds", "paths"])
+def both_modes(request, monkeypatch):
+    """Run a test with descriptor-relative operations (POSIX) and with the portable path-based ones."""
+    if request.param == "paths":
+        monkeypatch.setattr(outdir, "_USE_FDS", False)
+    elif not outdir._USE_FDS:
+        pytest.skip("no O_NOFOLLOW / dir_fd on this OS")
+    return request.param
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every entry under root (not following symlinks): kind + bytes / link target."""
+    out: dict[str, tuple] = {}
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            p = Path(d) / n
+            rel = str(p.relative_to(root))
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir",)
+            else:
+                out[rel] = ("file", p.read_bytes())
+    return out
+
+
+def marker_files(out: Path) -> list[str]:
+    return json.loads((out / MARKER).read_text())["files"]
+
+
+def no_staging_left(parent: Path) -> bool:
+    return not [p for p in parent.iterdir() if ".pt2c-" in p.name and p.name != MARKER]
+
+
+def user_folder(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "Makefile").write_text("all:\n\techo mine\n")
+    (path / "notes.txt").write_text("my notes\n")
+    return path
+
+
+# ---------------------------------------------------------------------------- which folders
+
+
+def test_new_and_empty_folders(tmp_path, tiny_ep, both_modes):
+    art = pt2c.compile(tiny_ep, tmp_path / "a" / "b" / "new", name="tiny")
+    out = tmp_path / "a" / "b" / "new"
+    assert (out / "tiny.c").is_file() and sorted(marker_files(out)) == sorted(art.files)
+    assert Path(art.out_dir) == out
+    assert stat.S_IMODE(os.stat(out).st_mode) == stat.S_IMODE(os.stat(out.parent).st_mode)  # not mkdtemp's 0700
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    ino = os.stat(empty).st_ino
+    pt2c.compile(tiny_ep, empty, name="tiny")
+    assert os.stat(empty).st_ino == ino and (empty / "tiny.c").is_file()  # the user's folder itself is kept
+    assert check_output_dir(empty) == "pt2c" and check_output_dir(tmp_path / "nope") == "new"
+    assert no_staging_left(tmp_path) and no_staging_left(tmp_path / "a" / "b") and no_staging_left(empty)
+
+
+def test_user_folder_refused_untouched(tmp_path, tiny_ep, tiny_pt2):
+    out = user_folder(tmp_path / "mine")
+    before = snapshot(out)
+    with pytest.raises(OutputError) as ei:
+        pt2c.compile(tiny_ep, out, name="tiny")
+    msg = str(ei.value)
+    assert str(out) in msg and "not empty" in msg and "--force" in msg and "new or empty folder" in msg
+    r = invoke("compile", tiny_pt2, "-o", out)
+    assert r.exit_code == 2 and "Traceback" not in r.output and "--force" in r.output
+    assert snapshot(out) == before and no_staging_left(tmp_path)
+
+
+def test_force_keeps_other_files(tmp_path, tiny_pt2, both_modes):
+    out = user_folder(tmp_path / "mine")
+    (out / "pt2c_kernels").mkdir()
+    (out / "pt2c_kernels" / "my_kernel.h").write_text("/* mine */\n")
+    r = invoke("compile", tiny_pt2, "-o", out, "--force")
+    assert r.exit_code == 0, r.output
+    assert (out / "notes.txt").read_text() == "my notes\n"
+    assert (out / "pt2c_kernels" / "my_kernel.h").read_text() == "/* mine */\n"
+    assert "Generated by pt2c" in (out / "Makefile").read_text()  # pt2c's own file name: replaced
+    assert "notes.txt" not in marker_files(out) and "Makefile" in marker_files(out)
+    # now a folder pt2c wrote: a plain compile works and still leaves the user's files alone
+    r = invoke("compile", tiny_pt2, "-o", out, "--name", "other")
+    assert r.exit_code == 0, r.output
+    assert (out / "notes.txt").read_text() == "my notes\n" and (out / "pt2c_kernels" / "my_kernel.h").is_file()
+    assert not (out / "tiny.c").exists() and (out / "other.c").is_file()
+
+
+def test_recompile_removes_only_stale_files(tmp_path, tiny_ep, both_modes):
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny", target="x86_64,x86_64-v3")
+    assert (out / "tiny_x86_64_v3.c").is_file() and (out / "tiny.weights").is_file()
+    (out / "mine.txt").write_text("keep\n")
+    (out / "build").mkdir()
+    (out / "build" / "libtiny.so").write_bytes(b"\x7fELF")
+    (out / "pt2c_kernels" / "mine.h").write_text("keep\n")
+    art = pt2c.compile(tiny_ep, out, name="tiny", embed_weights=True)  # one code path, no weights file
+    assert not (out / "tiny_x86_64_v3.c").exists() and not (out / "tiny.weights").exists()
+    assert (out / "mine.txt").read_text() == "keep\n" and (out / "build" / "libtiny.so").read_bytes() == b"\x7fELF"
+    assert (out / "pt2c_kernels" / "mine.h").is_file()
+    assert sorted(marker_files(out)) == sorted(art.files)
+    # another model name: every file of the old one goes
+    pt2c.compile(tiny_ep, out, name="renamed")
+    left = {p.name for p in out.iterdir()}
+    assert not {n for n in left if n.startswith("tiny")}, left
+    assert {"mine.txt", "build", "renamed.c", "renamed.weights", MARKER} <= left
+    assert no_staging_left(tmp_path) and no_staging_left(out)
+
+
+def test_own_folder_file_not_written_by_pt2c_is_refused(tmp_path, tiny_ep):
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    (out / "b.c").write_text("/* the user's b.c */\n")
+    before = snapshot(out)
+    with pytest.raises(OutputError, match=r"would overwrite but did not write \(b\.c\)"):
+        pt2c.compile(tiny_ep, out, name="b")
+    assert snapshot(out) == before
+    pt2c.compile(tiny_ep, out, name="b", force=True)
+    assert "generated by pt2c" in (out / "b.c").read_text()
+
+
+def test_folder_in_the_way_is_refused_even_with_force(tmp_path, tiny_ep):
+    out = user_folder(tmp_path / "mine")
+    (out / "CMakeLists.txt").mkdir()  # a folder where pt2c writes a file: never removed
+    (out / "CMakeLists.txt" / "keep.txt").write_text("keep\n")
+    before = snapshot(out)
+    with pytest.raises(OutputError, match="CMakeLists.txt is a folder"):
+        pt2c.compile(tiny_ep, out, name="tiny", force=True)
+    assert snapshot(out) == before and no_staging_left(tmp_path)
+
+
+def test_verify_and_compile_rerun_into_own_folder(tmp_path, tiny_pt2):
+    out = tmp_path / "v"
+    for _ in range(2):
+        r = invoke("compile", tiny_pt2, "-o", out)
+        assert r.exit_code == 0, r.output
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    for _ in range(2):  # a rerun finds its own artifact and the build/ folder of the last run
+        r = invoke("verify", tiny_pt2, "-o", out, "--target", "generic", "--no-openmp")
+        assert r.exit_code == 0 and "PASS" in r.output, r.output
+    mine = user_folder(tmp_path / "mine")
+    r = invoke("verify", tiny_pt2, "-o", mine, "--target", "generic")
+    assert r.exit_code == 2 and "Traceback" not in r.output and "not empty" in r.output
+
+
+# ---------------------------------------------------------------------------- symlinks
+
+
+def test_symlinked_file_is_replaced_not_followed(tmp_path, tiny_ep, both_modes):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny", target="x86_64,x86_64-v3")
+    (out / "tiny.c").unlink()
+    (out / "tiny.c").symlink_to("../victim.txt")  # written by pt2c's next compile
+    (out / "tiny_x86_64_v3.c").unlink()
+    (out / "tiny_x86_64_v3.c").symlink_to(victim)  # removed by pt2c's next compile (stale)
+    (out / "pt2c_kernels" / "gemm.c").unlink()
+    (out / "pt2c_kernels" / "gemm.c").symlink_to("../../victim.txt")
+    pt2c.compile(tiny_ep, out, name="tiny")
+    assert victim.read_text() == "precious\n"
+    assert not (out / "tiny.c").is_symlink() and "generated by pt2c" in (out / "tiny.c").read_text()
+    assert not os.path.lexists(out / "tiny_x86_64_v3.c")
+    assert not (out / "pt2c_kernels" / "gemm.c").is_symlink()
+    # --force into a user folder holding a link named like a pt2c file
+    mine = user_folder(tmp_path / "mine")
+    (mine / "tiny.h").symlink_to("../victim.txt")
+    pt2c.compile(tiny_ep, mine, name="tiny", force=True)
+    assert victim.read_text() == "precious\n" and not (mine / "tiny.h").is_symlink()
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_symlinked_kernels_folder_refused(tmp_path, tiny_ep, both_modes, force):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "gemm.c").write_text("not pt2c's\n")
+    (elsewhere / "keep.h").write_text("keep\n")
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    shutil.rmtree(out / "pt2c_kernels")
+    (out / "pt2c_kernels").symlink_to("../elsewhere/")
+    before, before_else = snapshot(out), snapshot(elsewhere)
+    with pytest.raises(OutputError, match="pt2c_kernels is a symlink"):
+        pt2c.compile(tiny_ep, out, name="tiny", force=force)
+    assert snapshot(out) == before and snapshot(elsewhere) == before_else
+    assert no_staging_left(tmp_path)
+
+
+def test_symlinked_kernels_folder_refused_at_commit(tmp_path, tiny_ep, both_modes, monkeypatch):
+    """A folder link planted while pt2c compiles: refused before anything moves."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "gemm.c").write_text("not pt2c's\n")
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    real_commit, before = OutputFolder.commit, {}
+
+    def commit(self):
+        shutil.rmtree(out / "pt2c_kernels")
+        (out / "pt2c_kernels").symlink_to(elsewhere)
+        before.update(snapshot(out))
+        return real_commit(self)
+
+    monkeypatch.setattr(OutputFolder, "commit", commit)
+    with pytest.raises(OutputError, match="pt2c_kernels is a symlink"):
+        pt2c.compile(tiny_ep, out, name="tiny", force=True)
+    assert snapshot(out) == before and (elsewhere / "gemm.c").read_text() == "not pt2c's\n"
+    assert no_staging_left(tmp_path)
+
+
+def test_tampered_marker_removes_nothing_outside(tmp_path, tiny_ep, both_modes):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "v.txt").write_text("precious\n")
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    (out / "build").mkdir()
+    (out / "linkdir").symlink_to(tmp_path / "sub")
+    m = json.loads((out / MARKER).read_text())
+    m["files"] += ["../victim.txt", str(victim), "pt2c_kernels/../../victim.txt", "build", "linkdir/v.txt",
+                   "./x", "a\\..\\..\\victim.txt", 7]
+    (out / MARKER).write_text(json.dumps(m))
+    with pytest.raises(OutputError, match="linkdir is a symlink"):  # a listed file under a link: refused
+        pt2c.compile(tiny_ep, out, name="tiny")
+    m["files"].remove("linkdir/v.txt")
+    (out / MARKER).write_text(json.dumps(m))
+    pt2c.compile(tiny_ep, out, name="tiny")
+    assert victim.read_text() == "precious\n" and (tmp_path / "sub" / "v.txt").read_text() == "precious\n"
+    assert (out / "build").is_dir()  # a folder is never removed
+
+
+def test_marker_symlink_is_not_pt2c_folder(tmp_path, tiny_ep):
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    real = tmp_path / "list.json"
+    (out / MARKER).rename(real)
+    (out / MARKER).symlink_to(real)
+    with pytest.raises(OutputError, match="not a list of files pt2c wrote"):
+        pt2c.compile(tiny_ep, out, name="tiny")
+
+
+def test_output_folder_symlink_to_folder_is_used(tmp_path, tiny_ep):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    pt2c.compile(tiny_ep, link, name="tiny")
+    assert link.is_symlink() and (real / "tiny.c").is_file()
+
+
+# ---------------------------------------------------------------------------- failures leave nothing
+
+
+def test_failed_compile_leaves_folder_as_it_was(tmp_path, both_modes):
+    bad = export(Unsupported().eval(), (torch.randn(2, 4),))
+    new = tmp_path / "p" / "q" / "new"
+    with pytest.raises(UnsupportedError):
+        pt2c.compile(bad, new, name="bad")
+    assert not (tmp_path / "p").exists() and list(tmp_path.iterdir()) == []
+    out = tmp_path / "out"
+    pt2c.compile(export(Tiny().eval(), (torch.randn(2, 4),)), out, name="bad")
+    (out / "notes.txt").write_text("mine\n")
+    before = snapshot(out)
+    with pytest.raises(UnsupportedError):
+        pt2c.compile(bad, out, name="bad")
+    assert snapshot(out) == before and no_staging_left(tmp_path)
+
+
+@pytest.mark.parametrize("fail_at", [1, 5, 12])
+def test_failed_commit_rolls_back(tmp_path, tiny_ep, both_modes, monkeypatch, fail_at):
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny", target="x86_64,x86_64-v3")
+    (out / "notes.txt").write_text("mine\n")
+    before = snapshot(out)
+    real, calls = outdir._Dir.move_in, []
+
+    def flaky(self, src, name):
+        calls.append(name)
+        if len(calls) == fail_at:
+            raise OSError(28, "No space left on device")
+        return real(self, src, name)
+
+    monkeypatch.setattr(outdir._Dir, "move_in", flaky)
+    with pytest.raises(OutputError, match="No space left on device.*left as it was"):
+        pt2c.compile(tiny_ep, out, name="tiny", embed_weights=True)
+    assert snapshot(out) == before and no_staging_left(tmp_path)
+
+
+def test_staging_inside_when_no_sibling(tmp_path, tiny_ep, monkeypatch):
+    """No staging folder possible next to the output folder (read-only parent, another file system):
+    it goes inside, hidden, and is gone afterwards."""
+    out = tmp_path / "out"
+    out.mkdir()
+    real = outdir.tempfile.mkdtemp
+
+    def mkdtemp(prefix=None, dir=None):
+        if os.path.abspath(dir) == str(tmp_path):
+            raise PermissionError(13, "Permission denied", dir)
+        return real(prefix=prefix, dir=dir)
+
+    monkeypatch.setattr(outdir.tempfile, "mkdtemp", mkdtemp)
+    pt2c.compile(tiny_ep, out, name="tiny")
+    pt2c.compile(tiny_ep, out, name="tiny")
+    assert no_staging_left(out) and not [f for f in marker_files(out) if "staging" in f]
+
+
+@pytest.mark.parametrize("what", ["file", "link_to_file", "proc", "under_file", "unwritable", "unwritable_existing"])
+def test_bad_output_folder_clean_error(tmp_path, tiny_pt2, what, monkeypatch):
+    f = tmp_path / "afile.txt"
+    f.write_text("x\n")
+    out = {"file": f, "link_to_file": tmp_path / "lnk", "proc": Path("/proc/pt2c-test/out"),
+           "under_file": f / "out", "unwritable": tmp_path / "ro" / "out", "unwritable_existing": tmp_path / "ro"}[what]
+    if what == "link_to_file":
+        out.symlink_to(f)
+    if what == "proc" and not Path("/proc/self").exists():
+        pytest.skip("no /proc")
+    ro = tmp_path / "ro"
+    if what.startswith("unwritable"):
+        ro.mkdir()
+        os.chmod(ro, 0o555)
+        if os.access(ro, os.W_OK):  # root writes anywhere: play the OS's part
+            real_access, real_mkdtemp = os.access, outdir.tempfile.mkdtemp
+
+            def access(p, mode, **kw):
+                return False if str(p).startswith(str(ro)) and mode & os.W_OK else real_access(p, mode, **kw)
+
+            def mkdtemp(prefix=None, dir=None):
+                if str(dir).startswith(str(ro)):
+                    raise PermissionError(13, "Permission denied", dir)
+                return real_mkdtemp(prefix=prefix, dir=dir)
+
+            monkeypatch.setattr(outdir.os, "access", access)
+            monkeypatch.setattr(outdir.tempfile, "mkdtemp", mkdtemp)
+    before = snapshot(tmp_path)
+    try:
+        r = invoke("compile", tiny_pt2, "-o", out)
+    finally:
+        if what.startswith("unwritable"):
+            os.chmod(ro, 0o755)
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output and r.output.startswith("error:") and len(r.output.strip().splitlines()) == 1
+    assert snapshot(tmp_path) == before and f.read_text() == "x\n"
+
+
+def test_long_names(tmp_path, tiny_pt2, tiny_ep):
+    r = invoke("compile", tiny_pt2, "-o", tmp_path / "o", "--name", "a" * 300)
+    assert r.exit_code == 2 and "Traceback" not in r.output and f"at most {MAX_NAME_LEN}" in r.output
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ModelNameError):
+        pt2c.compile(tiny_ep, tmp_path / "o", name="b" * (MAX_NAME_LEN + 1))
+    with pytest.raises(ValueError):  # still a ValueError for callers that catch that
+        pt2c.compile(tiny_ep, tmp_path / "o", name="1bad")
+    assert not (tmp_path / "o").exists()
+    art = pt2c.compile(tiny_ep, tmp_path / "ok", name="c" * MAX_NAME_LEN)
+    assert art.name == "c" * MAX_NAME_LEN
+    long = tmp_path / ("x" * 200 + ".pt2")  # a long file stem: the default name is cut, not refused
+    shutil.copy(tiny_pt2, long)
+    r = invoke("compile", long, "-o", tmp_path / "long")
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "long" / ("x" * MAX_NAME_LEN + ".c")).is_file()
+
+
+# ---------------------------------------------------------------------------- reproducible bytes
+
+
+def test_same_bytes_any_folder_any_cwd(tmp_path, tiny_pt2, monkeypatch):
+    a, b = tmp_path / "cwd_a", tmp_path / "cwd_b" / "deeper"
+    a.mkdir()
+    b.mkdir(parents=True)
+    shutil.copy(tiny_pt2, a / "tiny.pt2")
+    monkeypatch.chdir(a)
+    r = invoke("compile", "tiny.pt2", "-o", "out1", "--target", "x86_64,x86_64-v3")
+    assert r.exit_code == 0, r.output
+    monkeypatch.chdir(b)
+    r = invoke("compile", Path("..") / ".." / "cwd_a" / "tiny.pt2", "-o", tmp_path / "elsewhere" / "out2",
+               "--target", "x86_64,x86_64-v3")
+    assert r.exit_code == 0, r.output
+    one, two = snapshot(a / "out1"), snapshot(tmp_path / "elsewhere" / "out2")
+    assert sorted(one) == sorted(two) and len(one) > 15
+    assert [k for k in one if one[k] != two[k]] == []
+    src = (a / "out1" / "tiny.c").read_text()
+    assert "pt2c compile tiny.pt2 --target x86_64,x86_64-v3 -O 1" in src
+    for text in (v[1] for v in one.values() if v[0] == "file"):
+        assert str(tmp_path).encode() not in text and b"cwd_a" not in text and b"out1" not in text
+    # the Python API: the same bytes as well, whatever the cwd
+    monkeypatch.chdir(a)
+    pt2c.compile("tiny.pt2", "api1", name="tiny")
+    monkeypatch.chdir(b)
+    pt2c.compile(str(a / "tiny.pt2"), tmp_path / "api2", name="tiny")
+    assert snapshot(a / "api1") == snapshot(tmp_path / "api2")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
+def test_written_files_have_plain_modes(tmp_path, tiny_ep):
+    out = tmp_path / "out"
+    pt2c.compile(tiny_ep, out, name="tiny")
+    pt2c.compile(tiny_ep, out, name="tiny")
+    assert os.stat(out / "build.sh").st_mode & 0o100
+    assert stat.S_IMODE(os.stat(out / "pt2c_kernels").st_mode) == stat.S_IMODE(os.stat(out).st_mode)
