@@ -2,7 +2,9 @@
 
 User-facing errors (:class:`pt2c.errors.Pt2cError`, :class:`BuildError`,
 ``RunError``, a bad target or model name) are printed as one red message with
-exit code 2; anything else is a bug and keeps its traceback.
+exit code 2.  Anything else is a bug in pt2c (or torch): one message naming the
+exception, exit code 3, and the traceback only with ``PT2C_DEBUG=1`` (a hostile
+input must never get the user a screenful of someone else's stack).
 
 ``pt2c run`` (and ``build``, ``targets``) never import torch.
 """
@@ -18,6 +20,7 @@ import warnings
 from pathlib import Path
 from typing import Annotated, Any, Callable, List, Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -34,6 +37,7 @@ say = functools.partial(console.print, soft_wrap=True)  # plain lines: never re-
 err_console = Console(stderr=True, highlight=False)
 
 EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
 
 
 class CliError(Exception):
@@ -57,6 +61,21 @@ def _handled(fn: Callable[..., Any]) -> Callable[..., Any]:
         except _user_errors() as e:
             err_console.print(f"[bold red]error:[/bold red] [red]{_escape(str(e))}[/red]", soft_wrap=True)
             raise typer.Exit(EXIT_USER_ERROR) from None
+        except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+            raise
+        except KeyboardInterrupt:
+            err_console.print("[red]interrupted[/red]")
+            raise typer.Exit(130) from None
+        except Exception as e:
+            import os
+
+            if os.environ.get("PT2C_DEBUG"):
+                raise
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            err_console.print(f"[bold red]internal error:[/bold red] [red]{_escape(type(e).__name__)}: {_escape(first)}"
+                              "\nThis is a bug in pt2c; please report it with the input that caused it "
+                              "(PT2C_DEBUG=1 shows the traceback).[/red]", soft_wrap=True)
+            raise typer.Exit(EXIT_INTERNAL_ERROR) from None
 
     return wrapper
 
@@ -376,10 +395,14 @@ def verify_cmd(
 
         ep, _ = load_program(str(model))
         arrays = _parse_inputs(list(inputs), [s["name"] for s in _user_input_specs(ep)])
-    with console.status("verifying ...") as status:
+    with warnings.catch_warnings(record=True) as caught, console.status("verifying ...") as status:
+        warnings.simplefilter("always", RuntimeWarning)
         report = verify(str(model), out, inputs=arrays, target=tname, cc=cc, cflags=cflags, openmp=not no_openmp,
-                        seed=seed, tol=tol, time_it=time_it, runs=runs, launcher=exec_,
+                        seed=seed, tol=tol, time_it=time_it, runs=runs, launcher=exec_, force=force,
                         progress=lambda s: status.update(f"verifying: {s} ..."))
+    for w in caught:
+        if issubclass(w.category, RuntimeWarning):
+            err_console.print(f"[yellow]warning:[/yellow] {_escape(str(w.message))}")
     console.print(_report_table(report))
     if report.timings:
         console.print(_timing_table(report))

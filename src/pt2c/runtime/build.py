@@ -179,6 +179,20 @@ def _flags_changed(build_dir: pathlib.Path, state: dict) -> bool:
 # ---------------------------------------------------------------------------
 
 
+# flags that change NaN / Inf semantics or IEEE rounding (gcc and clang spellings)
+UNSAFE_MATH = ("-ffast-math", "-Ofast", "-ffinite-math-only", "-fno-honor-nans", "-fno-honor-infinities",
+               "-funsafe-math-optimizations", "-fassociative-math", "-fno-signed-zeros")
+
+
+def unsafe_math_flags(cflags: str | None) -> list[str]:
+    """The flags in `cflags` that break IEEE NaN/Inf semantics (pt2c warns about them)."""
+    try:
+        words = shlex.split(cflags or "")
+    except ValueError:
+        words = (cflags or "").split()
+    return [w for w in words if w in UNSAFE_MATH or w.startswith("-ffast-math")]
+
+
 def build(
     out_dir: str | os.PathLike,
     cc: str | None = None,
@@ -209,6 +223,16 @@ def build(
     _require_tool(
         cc_argv[0], "C compiler", "install gcc or clang, or pass cc=... / set $CC"
     )
+
+    unsafe = unsafe_math_flags(cflags)
+    if unsafe:
+        warnings.warn(
+            f"cflags {' '.join(unsafe)} let the compiler assume there are no NaNs or infinities (and reorder "
+            "float math): NaN/Inf inputs, masked attention scores (-inf) and overflow checks may give wrong "
+            "results; the outputs are no longer checked against PyTorch's semantics",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     if openmp and not openmp_supported(cc, cflags):
         warnings.warn(
