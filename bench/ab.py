@@ -4,8 +4,9 @@
                        [--runs 40]
 
 Each model is compiled (--target, default x86_64-v3; -O3) once with each tree (in a subprocess with that tree
-first on sys.path), both libraries are loaded into one fresh process (ctypes, no torch), and
-calls alternate A, B, A, B ... so that machine drift hits both alike.  Prints the medians and
+first on sys.path), both libraries are loaded into one fresh process (ctypes, no torch), each by its own
+tree's runner (runtime/runner.py, so the Python side of a call is compared too), and calls alternate
+A, B, A, B ... so that machine drift hits both alike.  Prints the medians and
 the median of the per-pair ratios new/base (< 1: new is faster), and the workspace sizes.
 """
 
@@ -40,11 +41,19 @@ np.save(f"{out}/../ref.npy", (r if isinstance(r, torch.Tensor) else r[0]).numpy(
 """
 
 TIME = r"""
-import sys, time, json, glob, numpy as np
+import sys, time, json, glob, importlib.util, numpy as np
 sys.path.insert(0, sys.argv[1])
-from pt2c.runtime.runner import Model
-wd, runs = sys.argv[2], int(sys.argv[3])
-a, b = Model(wd + "/a"), Model(wd + "/b")
+
+
+def runner(src, tag):  # each tree's own runner module (it needs only pt2c.errors besides numpy)
+    spec = importlib.util.spec_from_file_location(f"runner_{tag}", src + "/pt2c/runtime/runner.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Model
+
+
+wd, runs, base = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+a, b = runner(base, "a")(wd + "/a"), runner(sys.argv[1], "b")(wd + "/b")
 xs = [np.load(p) for p in sorted(glob.glob(wd + "/in*.npy"))]
 ref = np.load(wd + "/ref.npy")
 err = [float(np.abs(m.run(xs)[0] - ref).max()) for m in (a, b)]
@@ -78,7 +87,7 @@ def main() -> None:
                            check=True, capture_output=True)
         for nt in args.threads.split(","):
             env = dict(os.environ, OMP_NUM_THREADS=nt)
-            out = subprocess.run([sys.executable, "-c", TIME, args.new, str(wd), str(args.runs)], env=env,
+            out = subprocess.run([sys.executable, "-c", TIME, args.new, str(wd), str(args.runs), args.base], env=env,
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             ta, tb = np.array(r["a"]), np.array(r["b"])
