@@ -24,6 +24,21 @@ if [ ${#need[@]} -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# libFuzzer + ASan/UBSan runtimes for tests/test_fuzz_capi.py (a library, not a command: checked by linking).
+# Debian 12 / Ubuntu 24.04 ship them in libclang-rt-<N>-dev, older releases in libclang-common-<N>-dev.
+if command -v clang >/dev/null 2>&1 && ! printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
+        'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' |
+        clang -x c - -fsanitize=fuzzer,address,undefined -o /tmp/pt2c-setup-fuzz.$$ >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    v=$(clang -dumpversion | cut -d. -f1)
+    $SUDO apt-get update -qq
+    rt="libclang-rt-$v-dev"
+    apt-cache show "$rt" >/dev/null 2>&1 || rt="libclang-common-$v-dev"
+    echo "setup: installing the libFuzzer / sanitizer runtime: $rt"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$rt" >/dev/null
+fi
+rm -f /tmp/pt2c-setup-fuzz.$$
 
 python3 -m pip install -q -r requirements-dev.txt
 python3 -m pip install -q --no-deps -e .

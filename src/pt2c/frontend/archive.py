@@ -93,9 +93,9 @@ _EXPR_TOKEN = re.compile(r"\s+|(?P<num>\d+(?:\.\d+)?(?:e[+-]?\d+)?)|(?P<name>[A-
                          r"|(?P<str>'[^'\\\n]{0,64}')"
                          r"|(?P<op>\*\*|//|==|!=|<=|>=|[-+*/%(),<>&|~=])")
 _SYMBOL = re.compile(r"[a-z]{1,4}\d{1,9}")  # s0, u12, ps3, zuf0 ...
+_EXPONENT = re.compile(r"e([-+]?\d+)")
 # a quoted string: a symbol name (Symbol('s0')) or a decimal number (Float('1.5')); sympy functions
 # sympify string arguments, so nothing else may be quoted
-_EXPONENT = re.compile(r"e([-+]?\d+)")
 _QUOTED = re.compile(r"'(?:[a-z]{1,4}\d{1,9}|[-+]?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|inf|nan))'")
 
 
@@ -125,6 +125,7 @@ def check_expr(expr: str, where: str) -> None:
         pos = m.end()
         if m.lastgroup:
             tokens.append((m.lastgroup, m.group(m.lastgroup)))
+
     def refuse(why: str) -> InputError:
         return InputError(f"{where}: shape expression {expr[:80]!r} {why}; refused")
 
@@ -158,7 +159,8 @@ def check_expr(expr: str, where: str) -> None:
                 text in EXPR_KEYWORDS and text_at(i + 1) == "="):
             raise refuse(f"uses the name {text!r} (only size symbols such as s0 and sympy function names are "
                          "allowed)")
-        if kind in ("num", "str") and (len(text.strip("'")) > 24 or abs(int(_EXPONENT.search(text + "e0").group(1))) > 400):
+        if kind in ("num", "str") and (len(text.strip("'")) > 24
+                                       or abs(int(_EXPONENT.search(text + "e0").group(1))) > 400):
             raise refuse("has a number too long or too large (floor(1e999999) would not finish)")
         if kind == "str" and not (_QUOTED.fullmatch(text) and text_at(i - 2) in ("Symbol", "Float")
                                   and text_at(i - 1) == "(" and text_at(i + 1) in (",", ")")):
@@ -336,10 +338,11 @@ class Archive:
                 out.append(v["as_int"])
             return out
 
-        sizes, strides = ints("sizes"), ints("strides")
-        offset = ints("storage_offset")[0]
-        if len(sizes) != len(strides) or min(sizes + strides + [offset], default=0) < 0 or len(sizes) > 64:
+        sizes, strides, offsets = ints("sizes"), ints("strides"), ints("storage_offset")
+        if (len(sizes) != len(strides) or len(offsets) != 1 or len(sizes) > 64
+                or not all(0 <= v < 1 << 62 for v in sizes + strides + offsets)):  # torch takes int64s
             raise _corrupt(self.path, f"{where}: bad sizes/strides/offset")
+        offset = offsets[0]
         if 0 not in sizes:
             extent = offset + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1
             if extent > data.numel():
@@ -347,7 +350,10 @@ class Archive:
                                           f"{extent} elements, its data holds {data.numel()}")
         if math.prod(sizes) > 1 << 40:
             raise _corrupt(self.path, f"{where}: tensor too large")
-        return torch.as_strided(data, sizes, strides, offset)
+        try:
+            return torch.as_strided(data, sizes, strides, offset)
+        except (RuntimeError, ValueError, TypeError, OverflowError) as e:
+            raise _corrupt(self.path, f"{where}: {type(e).__name__}: {str(e)[:120]}") from None
 
     def _payloads(self, config_name: str, directory: str, kind: str) -> dict[str, Any]:
         """Tensors of a weights / constants config: raw bytes only; pickled payloads refused."""
@@ -499,15 +505,14 @@ class Archive:
                 RecursionError) as e:
             raise _corrupt(self.path, f"model.json does not match the export schema: {type(e).__name__}: {str(e)[:160]}") from None
         sep.guards_code = []  # exec()'d by ep.module(); pt2c checks shapes itself
-        with quiet_torch() as log:
+        with quiet_torch():
             try:
                 ep = ExportedProgramDeserializer(None).deserialize(sep, state, consts, None)
             except (InputError, UnsupportedError):
                 raise
             except Exception as e:  # torch raises many types for a malformed program
                 msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else ""
-                raise _corrupt(self.path, f"the program does not deserialize: {type(e).__name__}: {msg}"
-                               + (f" ({log[-1][:160]})" if log else "")) from None
+                raise _corrupt(self.path, f"the program does not deserialize: {type(e).__name__}: {msg}") from None
         if sample_inputs:
             name = SAMPLE_INPUTS.format(self.model)
             if self.has(name):
@@ -524,26 +529,18 @@ class Archive:
 
 
 @contextmanager
-def quiet_torch() -> Iterator[list[str]]:
-    """Collect torch's log records and warnings instead of printing them (the user sees one message)."""
-    records: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record.getMessage().splitlines()[0] if record.getMessage() else "")
-
-    logger = logging.getLogger("torch")
-    handler = Collect(logging.DEBUG)
-    old = (logger.propagate, logger.level)
-    logger.addHandler(handler)
-    logger.propagate = False
+def quiet_torch() -> Iterator[None]:
+    """torch's log output (its own handlers print warnings and errors, some with tracebacks) and
+    Python warnings are silenced while torch reads or transforms the program: the user sees pt2c's
+    one message.  logging.disable is process-wide; pt2c holds it only for these steps."""
+    old = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            yield records
+            yield
     finally:
-        logger.removeHandler(handler)
-        logger.propagate, _ = old
+        logging.disable(old)
 
 
 # ---------------------------------------------------------------------------- sample inputs
