@@ -388,6 +388,8 @@ CASES: list[Case] = [
     pt2_case("zip bomb in a weight", r"zip bomb", replace={W + "weight_0": b"\0" * (64 << 20)},
              deflate={W + "weight_0"}),
     pt2_case("zip bomb in model.json", r"zip bomb", replace={MJ: b" " * (64 << 20)}, deflate={MJ}),
+    Case("shape expression contradicts its hint", lambda b, w, c: compile_argv(_contradicting_hint(w), w),
+         r"does not evaluate to integers"),
     Case("float16 program", lambda b, w, c: compile_argv(_fp16(w), w), r"unsupported dtype float16 in 4 places"),
     Case("float16 program (verify)", lambda b, w, c: ["verify", _fp16(w)], r"unsupported dtype float16"),
     # ---- resources: each in a child process with a time and memory cap
@@ -444,6 +446,27 @@ def _lying_size(base: Path, dst: Path) -> Path:
         pos = data.find(b"PK\x01\x02", pos + 46)
     dst.write_bytes(bytes(data))
     return dst
+
+
+def _contradicting_hint(work: Path) -> Path:
+    """A dynamic-batch export whose relu output size is 27*s77 while its hint (and input) say 3:
+    torch's symbolic shapes fail an assertion when the size is evaluated (fuzzer finding)."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x)) * 2
+
+    src = work / "dyn.pt2"
+    b = torch.export.Dim("b", min=1, max=64)
+    torch.export.save(torch.export.export(M(), (torch.randn(3, 4),), dynamic_shapes=({0: b},)), src)
+
+    def bad(o: Any) -> None:
+        e = o["graph_module"]["graph"]["tensor_values"]["relu"]["sizes"][0]["as_expr"]
+        e["expr_str"] = "27*" + e["expr_str"]
+    return edit(src, work / "bad.pt2", json_edit={MJ: bad})
 
 
 def _fp16(work: Path) -> Path:

@@ -90,10 +90,12 @@ def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: b
 
 def check_dtypes(ep: Any) -> None:
     """One clear error listing every input, weight and node whose dtype pt2c does not compute
-    (float16, bfloat16, complex, float8, ...), before anything is lowered or run."""
+    (float16, bfloat16, complex, float8, ...), before anything is lowered or run; and an InputError
+    for sizes that do not evaluate to integers (a .pt2 whose shape expressions contradict their hints)."""
     import torch
 
     from pt2c.errors import UnsupportedDtypeError
+    from pt2c.frontend.archive import quiet_torch
     from pt2c.frontend.lower import origin_of
     from pt2c.ir import DTYPES
 
@@ -104,6 +106,15 @@ def check_dtypes(ep: Any) -> None:
             continue
         val = node.meta.get("val")
         vals = val if isinstance(val, (list, tuple)) else [val]
+        for v in vals:
+            if isinstance(v, torch.Tensor):
+                with quiet_torch():
+                    try:
+                        [int(d) for d in v.shape]
+                    except Exception as e:  # torch's symbolic shapes: AssertionError, RuntimeError, ...
+                        raise InputError(f"node '{node.name}': its size {tuple(v.shape)} does not evaluate to "
+                                         f"integers ({type(e).__name__}); the program's shape expressions "
+                                         "contradict their hints.\nWhat to try: re-export the model.") from None
         bad = sorted({str(v.dtype).replace("torch.", "") for v in vals if isinstance(v, torch.Tensor)} - set(DTYPES))
         if not bad:
             continue
@@ -137,12 +148,11 @@ def decompose(ep: Any) -> Any:
     table = torch.export.default_decompositions()
     for op in keep_ops():
         table.pop(op, None)
-    with quiet_torch() as log:
+    with quiet_torch():
         try:
             return ep.run_decompositions(table)
         except Exception as e:  # torch's own failure: summarised, never its traceback
             msg = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
             raise InputError(f"torch could not decompose the program to core ATen ops: {type(e).__name__}: {msg}"
-                             + (f" ({log[-1][:200]})" if log else "")
-                             + "\nWhat to try: check that the program runs in eager (ep.module()(*inputs)), or "
+                             "\nWhat to try: check that the program runs in eager (ep.module()(*inputs)), or "
                              "re-export it with the installed torch.") from None
