@@ -35,7 +35,7 @@ except ImportError:  # running from a checkout without installing the package
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
     import pt2c
 
-from pt2c.errors import UnsupportedError
+from pt2c.errors import UnsupportedDtypeError, UnsupportedError
 
 EW, MM = 1e-5, 1e-4  # tolerance classes
 X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -921,6 +921,8 @@ def _raise(err: tuple) -> None:
     tname, msg, problems, tb = err
     if tname == "UnsupportedError":
         raise UnsupportedError(problems)
+    if tname == "UnsupportedDtypeError":
+        raise UnsupportedDtypeError(problems)
     raise RuntimeError(f"{tname}: {msg}\n--- worker traceback ---\n{tb}")
 
 

@@ -40,7 +40,7 @@ class UnsupportedError(Pt2cError):
         super().__init__("\n".join(lines))
 
 
-class UnsupportedDtypeError(Pt2cError):
+class UnsupportedDtypeError(UnsupportedError):
     """The program holds tensors of dtypes pt2c does not compute in; lists every place at once."""
 
     def __init__(self, problems: list[tuple[str, str]]):
@@ -56,4 +56,4 @@ class UnsupportedDtypeError(Pt2cError):
             lines.append(f"  - ... and {len(problems) - 10} more")
         lines.append("What to try: export the model in float32 (model.float() and float32 example inputs); "
                      "float16 / bfloat16 / int8 compute is not supported yet.")
-        super().__init__("\n".join(lines))
+        Pt2cError.__init__(self, "\n".join(lines))

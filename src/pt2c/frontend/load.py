@@ -112,8 +112,8 @@ def check_dtypes(ep: Any) -> None:
                     try:
                         [int(d) for d in v.shape]
                     except Exception as e:  # torch's symbolic shapes: AssertionError, RuntimeError, ...
-                        raise InputError(f"node '{node.name}': its size {tuple(v.shape)} does not evaluate to "
-                                         f"integers ({type(e).__name__}); the program's shape expressions "
+                        raise InputError(f"node '{node.name}': its size does not evaluate to integers "
+                                         f"({type(e).__name__}); the program's shape expressions "
                                          "contradict their hints.\nWhat to try: re-export the model.") from None
         bad = sorted({str(v.dtype).replace("torch.", "") for v in vals if isinstance(v, torch.Tensor)} - set(DTYPES))
         if not bad:
