@@ -683,3 +683,21 @@ def test_internal_errors_are_one_message(base_pt2: Path, tmp_path: Path, monkeyp
     monkeypatch.setenv("PT2C_DEBUG", "1")
     res = runner.invoke(app, [str(a) for a in compile_argv(base_pt2, tmp_path)])
     assert isinstance(res.exception, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("what", ["name is a path", "input renamed to code", "weights file is a path"])
+def test_wheel_refuses_an_edited_manifest(built: Path, tmp_path: Path, what: str):
+    """The manifest's text goes into the wheel loader's Python source and into the wheel's paths."""
+    from pt2c.packaging.wheel import WheelError, build_wheel
+
+    d = tmp_path / "art"
+    shutil.copytree(built, d, symlinks=True)
+    m = json.loads((d / "manifest.json").read_text())
+    edit = {"name is a path": lambda: m.__setitem__("name", "../../x"),
+            "input renamed to code": lambda: m["inputs"][0].__setitem__("name", 'x"""; import os; """'),
+            "weights file is a path": lambda: m["weights"].__setitem__("file", "../../etc/passwd")}
+    edit[what]()
+    (d / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(WheelError):
+        build_wheel(d, tmp_path / "dist", lib=d / "build" / "libbase.so")
+    assert not (tmp_path / "dist").exists() or not any((tmp_path / "dist").iterdir())

@@ -269,8 +269,19 @@ def build_wheel(out_dir: Any, dist_dir: Any, *, lib: Any = None, version: str | 
     if not mpath.is_file():
         raise WheelError(f"{out_dir}: no manifest.json; is this a pt2c output folder?\n"
                          f"What to try: pt2c compile model.pt2 -o {out_dir}")
-    manifest = json.loads(mpath.read_text(encoding="utf-8"))
-    name = manifest["name"]
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        name = manifest["name"]
+        tensors = [(d["name"], d["dtype"], [int(n) for n in d["shape"]]) for d in manifest["inputs"] + manifest["outputs"]]
+    except (ValueError, KeyError, TypeError) as e:
+        raise WheelError(f"{mpath}: not a pt2c manifest ({type(e).__name__}: {e})") from None
+    # the manifest's text goes into the loader's Python source and the wheel's paths: identifiers only
+    plain = re.compile(r"[A-Za-z0-9_.,+-]*")
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()) or not all(
+            isinstance(n, str) and n.isidentifier() and n.isascii() and plain.fullmatch(str(dt)) for n, dt, _ in tensors) \
+            or not all(plain.fullmatch(str(manifest.get(k, ""))) for k in ("pt2c_version", "target")):
+        raise WheelError(f"{mpath}: names, dtypes, version or target are not plain identifiers (an edited manifest?)\n"
+                         f"What to try: compile again: pt2c compile model.pt2 -o {out_dir}")
     if lib is None:
         lib = out_dir / "build" / f"lib{name}.so"
         if not lib.is_file():
@@ -296,6 +307,8 @@ def build_wheel(out_dir: Any, dist_dir: Any, *, lib: Any = None, version: str | 
     files[f"{name}/lib{name}.so"] = (lib.read_bytes(), 0o755)
     files[f"{name}/manifest.json"] = (mpath.read_bytes(), 0o644)
     if not w["embedded"]:
+        if Path(str(w["file"])).name != w["file"]:
+            raise WheelError(f"{mpath}: weights file {str(w['file'])[:80]!r} is not a file name in {out_dir}")
         wfile = out_dir / w["file"]
         if not wfile.is_file():
             raise WheelError(f"{wfile}: weights file missing.\nWhat to try: recompile the model (pt2c compile)")
