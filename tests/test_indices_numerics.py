@@ -217,7 +217,7 @@ def test_reference_interpreter_raises_like_torch() -> None:
         ref("index_put", [x, i, x], {**put, "wrap": False}, xd, neg, row)
     # and the graph interpreter goes through them
     g = Graph("g", [x, i], [Node("gather", [x, i], {"dim": 0, "wrap": False}, [Value("y", (1, 4), "float32")])], [])
-    from pt2c.ir import eval_graph
+    from pt2c.ops import eval_graph
 
     with pytest.raises(IndexError):
         eval_graph(g, [xd, neg])

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 from pt2c.compiler import to_graph
-from pt2c.ir import eval_graph, verify
+from pt2c.ops import eval_graph, verify
 from pt2c.passes.memory import plan_memory
 
 

@@ -1,4 +1,5 @@
-"""The pt2c IR: three small types (Value, Node, Graph), a verifier and a reference interpreter.
+"""The pt2c IR: three small types (Value, Node, Graph).  The verifier and the reference interpreter,
+which need the op set, are `pt2c.ops.verify` and `pt2c.ops.eval_graph`.
 
 Shapes are static (tuples of ints).  Constants (weights, folded tensors) are Values that
 carry their numpy data.  Every Node names the PyTorch code it came from (`Origin`), so
@@ -7,7 +8,6 @@ errors and generated comments can point back at the user's model.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,62 +148,4 @@ class Graph:
 
 
 class VerifyError(Exception):
-    pass
-
-
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def verify(graph: Graph) -> None:
-    """Structural checks run between passes: SSA, def-before-use, known ops, sane shapes."""
-    from pt2c.ops import OPS  # late import: ops depend on ir
-
-    defined: set[int] = {id(v) for v in graph.inputs}
-    names: set[str] = set()
-    for v in graph.inputs:
-        if v.is_const:
-            raise VerifyError(f"graph input {v.name} is a constant")
-    for v in graph.inputs:
-        names.add(v.name)
-    for n in graph.nodes:
-        if n.op not in OPS:
-            raise VerifyError(f"unknown op {n.op!r} in {n!r}")
-        for v in n.inputs:
-            if not v.is_const and id(v) not in defined:
-                raise VerifyError(f"{n!r}: input %{v.name} used before it is defined")
-        for v in n.outputs:
-            if id(v) in defined:
-                raise VerifyError(f"{n!r}: %{v.name} defined twice")
-            if v.is_const:
-                raise VerifyError(f"{n!r}: output %{v.name} is a constant")
-            if v.producer is not n:
-                raise VerifyError(f"{n!r}: %{v.name} has the wrong producer")
-            if not _IDENT.match(v.name) or v.name in names:
-                raise VerifyError(f"{n!r}: bad or duplicate value name {v.name!r}")
-            if any(s < 0 for s in v.shape):
-                raise VerifyError(f"{n!r}: negative dimension in %{v.name}")
-            names.add(v.name)
-            defined.add(id(v))
-    for v in graph.outputs:
-        if not v.is_const and id(v) not in defined:
-            raise VerifyError(f"output %{v.name} is never defined")
-
-
-def eval_graph(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Run the graph with each op's numpy reference; checks every result's shape and dtype."""
-    from pt2c.ops import OPS
-
-    env: dict[int, np.ndarray] = {}
-    for v, x in zip(graph.inputs, inputs, strict=True):
-        env[id(v)] = np.asarray(x)
-    for n in graph.nodes:
-        args = [v.data if v.is_const else env[id(v)] for v in n.inputs]
-        results = OPS[n.op].ref(n, *args)
-        if not isinstance(results, (list, tuple)):
-            results = [results]
-        for v, r in zip(n.outputs, results, strict=True):
-            r = np.asarray(r)
-            if tuple(r.shape) != v.shape:
-                raise VerifyError(f"{n!r}: reference gives shape {r.shape} for %{v.name}, IR says {v.shape}")
-            env[id(v)] = r.astype(np_dtype(v.dtype), copy=False)
-    return [v.data if v.is_const else env[id(v)] for v in graph.outputs]
+    """A graph that breaks the IR's rules (pt2c.ops.verify, pt2c.ops.eval_graph)."""

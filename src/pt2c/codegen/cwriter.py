@@ -21,9 +21,11 @@ from pt2c.codegen.escape import c_comment, c_string
 from pt2c.codegen.cppheader import write_cpp_header
 from pt2c.codegen.driver import write_driver
 from pt2c.codegen.emitter import Emitter
-from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
+from pt2c.ir import DTYPE_CODES, Graph, Node, Value, ctype
 from pt2c.ops import OPS
+from pt2c.ops.elementwise import e_in
 from pt2c.passes.memory import ALIGN, MemoryPlan, plan_memory
+from pt2c.targets import X86_LEVELS
 
 ABI_VERSION = 3  # 2: <name>_ctx gained `variant`, <name>_isa(); 3: init takes the workspace size + the header's signature
 WEIGHTS_FORMAT_VERSION = 1
@@ -253,8 +255,6 @@ def _io_names(g: Graph) -> tuple[list[str], list[str]]:
 def materialize_outputs(g: Graph) -> None:
     """Make every graph output a distinct value the planner can place in the caller's output
     buffer: inputs, constants, repeated outputs and offset views get an explicit copy."""
-    from pt2c.ops.elementwise import e_in
-
     seen: set[int] = set()
     for j, v in enumerate(g.outputs):
         root = v
@@ -264,8 +264,6 @@ def materialize_outputs(g: Graph) -> None:
             root = root.producer.inputs[0]
         bad = (root.is_const or root in g.inputs or id(root) in seen or off != 0 or root.numel != v.numel)
         if bad:
-            from pt2c.ir import Node
-
             cp = Value(f"{v.name}_out", v.shape, v.dtype)
             g.nodes.append(Node("ew", [v], {"expr": e_in(v.dtype, 0)}, [cp]))
             g.outputs[j] = cp
@@ -491,8 +489,6 @@ def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str],
     paths = [target, *variants]
     fwd = [f"{name}__forward_{t.name.replace('-', '_')}" for t in variants]
     if variants:
-        from pt2c.targets import X86_LEVELS
-
         decls = "".join(f"int {f}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, "
                         f"void *const *outputs); /* {variant_file(name, t)} */\n" for f, t in zip(fwd, variants))
         multi = (f"""/* ---- code paths: {', '.join(t.name for t in paths)} (the first is this file's; init picks the best

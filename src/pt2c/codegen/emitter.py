@@ -1,19 +1,19 @@
 """The C emitter: turns an optimized, planned Graph into the body of `<name>_run`.
 
-Ops call back into it (em.ptr, em.line, em.elementwise, ...) from their `emit` functions.
+Each op's `emit` function (in its family module under pt2c/ops/) writes the node's C through the
+primitives here, the `EmitCtx` protocol (pt2c/ops/context.py): em.line, em.ptr, em.strided_loop, ...
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 from pt2c.codegen.escape import c_comment
 from pt2c.ir import Graph, Node, Value, ctype
 from pt2c.ops import OPS
-from pt2c.ops.elementwise import _lit, expr_str, expr_to_c
-from pt2c.ops.shape import contiguous_strides
+from pt2c.ops.util import lit
 from pt2c.passes.memory import MemoryPlan
 
 PARALLEL_MIN = 1 << 16  # elements: below this an elementwise loop stays single-threaded
@@ -35,11 +35,6 @@ def collapse(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[li
     return [n for n, _ in out], [[st[k] for _, st in out] for k in range(len(strides))]
 
 
-def broadcast_strides(in_shape: tuple[int, ...], in_strides: tuple[int, ...], out_shape: tuple[int, ...]) -> tuple[int, ...]:
-    lead = len(out_shape) - len(in_shape)
-    return (0,) * lead + tuple(0 if in_shape[i] == 1 and out_shape[lead + i] != 1 else in_strides[i] for i in range(len(in_shape)))
-
-
 class Emitter:
     def __init__(self, g: Graph, plan: MemoryPlan, const_offsets: dict[int, int]):
         self.g = g
@@ -56,7 +51,7 @@ class Emitter:
 
     @staticmethod
     def flt(x: float) -> str:
-        return _lit("float32", x)
+        return lit("float32", x)
 
     def is_readonly(self, v: Value) -> bool:
         r = self.plan.root(v)
@@ -95,7 +90,8 @@ class Emitter:
         return f"(float *)(ws + {self.plan.arena_bytes})"
 
     # ------------------------------------------------------------ strided loops
-    def strided_loop(self, shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]], body: Any) -> None:
+    def strided_loop(self, shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]],
+                     body: Callable[[list[str]], str]) -> None:
         """Nested loops over `shape`; operands are (pointer, strides, element offset), the first is written.
         body(list of C index expressions, one per operand) -> C statement."""
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -122,129 +118,19 @@ class Emitter:
             self.indent -= 1
             self.line("}")
 
-    def elementwise(self, node: Node) -> None:
-        out = node.outputs[0]
-        ostr = contiguous_strides(out.shape)
-        operands = [(self.ptr(out), ostr, 0)]
-        if node.op == "strided":
-            x = node.inputs[0]
-            operands.append((self.ptr(x), tuple(node.attrs["strides"]), node.attrs["offset"]))
-            self.strided_loop(out.shape, operands, lambda ix: f"{operands[0][0]}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
-            return
-        views = node.attrs.get("views") or [None] * len(node.inputs)
-        for v, view in zip(node.inputs, views):
-            if view is None:
-                shape, st, off = v.shape, contiguous_strides(v.shape), 0
-            else:
-                shape, st, off = view
-            operands.append((self.ptr(v), broadcast_strides(tuple(shape), tuple(st), out.shape), off))
-        expr = node.attrs["expr"]
-
-        def body(ix: list[str]) -> str:
-            leaves = [f"{p}[{i}]" for (p, _, _), i in zip(operands[1:], ix[1:])]
-            return f"{operands[0][0]}[{ix[0]}] = {expr_to_c(expr, leaves)};"
-
-        self.strided_loop(out.shape, operands, body)
-
-    def cat(self, node: Node) -> None:
-        out = node.outputs[0]
-        dim = node.attrs["dim"]
-        ost = contiguous_strides(out.shape)
-        at = 0
-        for v in node.inputs:
-            operands = [(self.ptr(out), ost, at * ost[dim]), (self.ptr(v), contiguous_strides(v.shape), 0)]
-            self.strided_loop(v.shape, operands, lambda ix, o=operands: f"{o[0][0]}[{ix[0]}] = {o[1][0]}[{ix[1]}];")
-            at += v.shape[dim]
-
-    def gather(self, node: Node) -> None:
-        x, idx = node.inputs
-        out = node.outputs[0]
-        dim = node.attrs["dim"]
-        outer = int(np.prod(x.shape[:dim], dtype=np.int64))
-        inner = int(np.prod(x.shape[dim + 1:], dtype=np.int64))
-        D, J = x.shape[dim], idx.numel
-        X, I, Y = self.ptr(x), self.ptr(idx), self.ptr(out)
-        self.errors.add("INDEX")
-        self.line(f"for (size_t o = 0; o < {outer}; o++) {{")
-        self.line(f"    for (size_t j = 0; j < {J}; j++) {{")
-        self.line(f"        int64_t k = (int64_t){I}[j];")
-        if node.attrs.get("wrap", False):  # x[idx] counts -1 from the end; embedding / index_select raise
-            self.line(f"        if (k < 0) k += {D};")
-        self.line(f"        if (k < 0 || k >= {D}) return PT2C_ERR_INDEX;")
-        if inner == 1:
-            self.line(f"        {Y}[o * {J} + j] = {X}[o * {D} + (size_t)k];")
-        else:
-            self.line(f"        memcpy({Y} + (o * {J} + j) * {inner}, {X} + (o * {D} + (size_t)k) * {inner}, "
-                      f"{inner} * sizeof({ctype(x.dtype)}));")
-        self.line("    }")
-        self.line("}")
-
-    def pad(self, node: Node) -> None:
-        x, out = node.inputs[0], node.outputs[0]
-        pads = node.attrs["pads"]
-        Y = self.ptr(out)
-        if any(lo > 0 or hi > 0 for lo, hi in pads):
-            self.line(f"for (size_t i = 0; i < {out.numel}; i++) {Y}[i] = {_lit(out.dtype, node.attrs['value'])};")
-        ost, ist = contiguous_strides(out.shape), contiguous_strides(x.shape)
-        shape, ooff, ioff = [], 0, 0
-        for d, (lo, hi) in enumerate(pads):
-            src0 = max(0, -lo)
-            n = x.shape[d] - src0 - max(0, -hi)
-            shape.append(max(n, 0))
-            ooff += max(lo, 0) * ost[d]
-            ioff += src0 * ist[d]
-        operands = [(Y, ost, ooff), (self.ptr(x), ist, ioff)]
-        self.strided_loop(tuple(shape), operands, lambda ix: f"{Y}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
-
-    def generic_reduce(self, node: Node) -> None:
-        x, out = node.inputs[0], node.outputs[0]
-        outer, r, inner = node.attrs["view"]
-        kind = node.attrs["kind"]
-        t, X, Y = ctype(out.dtype), self.ptr(x), self.ptr(out)
-        init = {"sum": "0", "mean": "0", "prod": "1", "any": "0", "all": "1"}
-        self.line(f"for (size_t o = 0; o < {outer}; o++) {{")
-        self.line(f"    for (size_t i = 0; i < {inner}; i++) {{")
-        at = f"(o * {r} + k) * {inner} + i"
-        if kind in init:
-            acc_t = "double" if out.dtype in ("float32", "float64") else ("int" if kind in ("any", "all") else t)
-            self.line(f"        {acc_t} acc = {init[kind]};")
-            step = {"sum": "acc += {x};", "mean": "acc += {x};", "prod": "acc *= {x};",
-                    "any": "acc = acc || ({x} != 0);", "all": "acc = acc && ({x} != 0);"}[kind]
-            self.line(f"        for (size_t k = 0; k < {r}; k++) " + step.format(x=f"{X}[{at}]"))
-            res = f"acc / {r}" if kind == "mean" else "acc"
-        elif kind in ("max", "min", "argmax", "argmin"):
-            cmp = ">" if "max" in kind else "<"
-            self.line("        size_t best = 0;")
-            self.line(f"        for (size_t k = 1; k < {r}; k++) if ({X}[{at}] {cmp} {X}[(o * {r} + best) * {inner} + i]) best = k;")
-            res = "(int64_t)best" if kind.startswith("arg") else f"{X}[(o * {r} + best) * {inner} + i]"
-        else:
-            raise NotImplementedError(kind)
-        self.line(f"        {Y}[o * {inner} + i] = ({t})({res});")
-        self.line("    }")
-        self.line("}")
-
     # ------------------------------------------------------------ whole graph
     def node_comment(self, node: Node) -> list[str]:
-        if node.op == "conv2d_pw_dw":  # both convs, the first's output made and used by groups of channels
-            first = self.node_comment(node.attrs["_pw"])
-            first[0] += " (by groups of channels, not stored)"
-            return first + self.node_comment(node.attrs["_dw"])
+        op = OPS[node.op]
+        if op.parts is not None:  # a fused node: the comment of each node it runs, with its note
+            lines: list[str] = []
+            for part, note in op.parts(node):
+                c = self.node_comment(part)
+                c[0] += note
+                lines += c
+            return lines
         o = node.origin
         out = node.outputs[0]
-        what = node.op
-        if node.op == "ew":
-            what = f"ew: {expr_str(node.attrs['expr'])}"
-            if len(what) > 90:
-                what = what[:87] + "..."
-        elif node.op == "conv2d":
-            a = node.attrs
-            what = (f"conv2d {a['kernel'][0]}x{a['kernel'][1]} s{a['stride'][0]} p{a['padding'][0]}"
-                    + (f" g{a['groups']}" if a["groups"] > 1 else "") + (" +bias" if a.get("has_bias") else "")
-                    + (" +residual" if a.get("has_residual") else "") + (f" +{a['act']}" if a.get("act") else ""))
-        elif node.op == "matmul":
-            a = node.attrs
-            what = ("matmul" + (" +bias" if a.get("has_bias") else "") + (" +residual" if a.get("has_residual") else "")
-                    + (f" +{a['act']}" if a.get("act") else "") + (" (packed weights)" if a.get("b_packed") else ""))
+        what = op.describe(node) if op.describe is not None else node.op
         loc = o.module_path or "<top>"
         if o.module_type:
             loc += f" ({o.module_type.rsplit('.', 1)[-1]})"

@@ -9,13 +9,14 @@ from __future__ import annotations
 import keyword
 import operator
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
+from pt2c.ops.shape import make_strided, make_view
 
 # a folded constant may be at most this big, or as big as its inputs (no blob blow-up)
 FOLD_MAX_BYTES = 1 << 20
@@ -76,7 +77,8 @@ def origin_of(node: Any) -> Origin:
 
 
 class LowerCtx:
-    """What an op's lowering function sees: its arguments and ways to add IR."""
+    """What an op's lowering function sees: its arguments and ways to add IR (the interface the
+    ops depend on is the protocol pt2c.ops.context.LowerCtx)."""
 
     def __init__(self, lowering: Lowering, node: Any):
         self.L = lowering
@@ -121,12 +123,10 @@ class LowerCtx:
         self.L.nodes.append(n)
         return n
 
-    def fail(self, why: str) -> None:
+    def fail(self, why: str) -> NoReturn:
         raise _LoweringFailed(why)
 
     def view(self, x: Value, shape: tuple[int, ...], out: Value | None = None) -> Value:
-        from pt2c.ops.shape import make_view
-
         if x.shape == tuple(shape) and out is None:
             return x
         out = out or self.new("view", tuple(shape), x.dtype)
@@ -137,8 +137,6 @@ class LowerCtx:
 
     def transpose(self, w: Value) -> Value:
         """2-D transpose (a strided view; folded when w is a constant)."""
-        from pt2c.ops.shape import make_strided
-
         if w.is_const:
             return self.L.const(np.ascontiguousarray(w.data.T), w.name + "_t")
         out = self.new("t", (w.shape[1], w.shape[0]), w.dtype)

@@ -1,6 +1,8 @@
-"""Elementwise ops.  Every elementwise ATen op lowers to one IR op, `ew`, whose `expr`
-attribute is a small expression tree over its inputs; fusion merges chains of `ew` nodes
-into one loop.  Each scalar function is defined once in FUNCS: its C form and numpy form.
+"""Elementwise: arithmetic, comparisons, math functions, activations, where, casts; all one IR op, `ew`.
+
+Every elementwise ATen op lowers to one IR op, `ew`, whose `expr` attribute is a small expression
+tree over its inputs; fusion merges chains of `ew` nodes into one loop.  Each scalar function is
+defined once in FUNCS: its C form and numpy form.
 
 Expression trees are tuples: ("in", dtype, i) | ("lit", dtype, value) | (fn, dtype, *args).
 Operands are cast to the compute dtype at lowering time, following PyTorch's promotion.
@@ -15,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from pt2c.ir import Node, Value, ctype, np_dtype
-from pt2c.ops import defop, lowers
+from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.ops.registry import defop, lowers
+from pt2c.ops.util import FLOATS, as_strided, broadcast_strides, contiguous_strides, lit
 
 Expr = tuple
-
-FLOATS = ("float32", "float64")
 
 
 def _fsuf(dtype: str) -> str:
@@ -29,26 +31,6 @@ def _fsuf(dtype: str) -> str:
 def _m(name: str) -> Callable[[str, list[str]], str]:
     """libm function, float or double variant."""
     return lambda dt, a: f"{name}{_fsuf(dt)}({a[0]})"
-
-
-def _lit(dtype: str, value: Any) -> str:
-    if dtype == "bool":
-        return "1" if value else "0"
-    if dtype in FLOATS:
-        v = float(value)
-        if math.isnan(v):
-            return "NAN" if dtype == "float32" else "(double)NAN"
-        if math.isinf(v):
-            s = "INFINITY" if dtype == "float32" else "(double)INFINITY"
-            return s if v > 0 else f"(-{s})"
-        r = repr(v)
-        if "e" not in r and "." not in r:
-            r += ".0"
-        return f"{r}f" if dtype == "float32" else r
-    v = int(value)
-    if dtype == "int64":
-        return f"INT64_C({v})" if v >= 0 else f"(-INT64_C({-v}))"
-    return str(v) if v >= 0 else f"({v})"
 
 
 def _sigmoid_np(x: np.ndarray) -> np.ndarray:
@@ -201,7 +183,7 @@ def expr_to_c(e: Expr, leaves: list[str]) -> str:
     if kind == "in":
         return leaves[e[2]]
     if kind == "lit":
-        return _lit(dt, e[2])
+        return lit(dt, e[2])
     if kind == "cast":
         inner = expr_to_c(e[2], leaves)
         src = e[2][1]
@@ -272,20 +254,43 @@ def expr_str(e: Expr) -> str:
 # ---------------------------------------------------------------- the `ew` op
 
 def _ref_ew(node: Node, *arrays: np.ndarray) -> np.ndarray:
-    from pt2c.ops.shape import _as_strided
-
     out = node.outputs[0]
     views = node.attrs.get("views") or [None] * len(arrays)
-    arrays = tuple(x if v is None else _as_strided(x, tuple(v[0]), tuple(v[1]), v[2]) for x, v in zip(arrays, views))
+    arrays = tuple(x if v is None else as_strided(x, tuple(v[0]), tuple(v[1]), v[2]) for x, v in zip(arrays, views))
     r = expr_eval(node.attrs["expr"], list(arrays))
     return np.broadcast_to(r, out.shape).astype(np_dtype(out.dtype))
 
 
-def _emit_ew(em: Any, node: Node) -> None:
-    em.elementwise(node)
+def _emit_ew(em: EmitCtx, node: Node) -> None:
+    """One loop nest over the output; each input read through its view (broadcast, strided)."""
+    out = node.outputs[0]
+    ostr = contiguous_strides(out.shape)
+    operands = [(em.ptr(out), ostr, 0)]
+    views = node.attrs.get("views") or [None] * len(node.inputs)
+    for v, view in zip(node.inputs, views):
+        if view is None:
+            shape, st, off = v.shape, contiguous_strides(v.shape), 0
+        else:
+            shape, st, off = view
+        operands.append((em.ptr(v), broadcast_strides(tuple(shape), tuple(st), out.shape), off))
+    expr = node.attrs["expr"]
+
+    def body(ix: list[str]) -> str:
+        leaves = [f"{p}[{i}]" for (p, _, _), i in zip(operands[1:], ix[1:])]
+        return f"{operands[0][0]}[{ix[0]}] = {expr_to_c(expr, leaves)};"
+
+    em.strided_loop(out.shape, operands, body)
 
 
-defop("ew", _ref_ew, _emit_ew, flops=lambda n: n.outputs[0].numel * max(1, expr_size(n.attrs["expr"]) - len(n.inputs)))
+def _describe_ew(node: Node) -> str:
+    what = f"ew: {expr_str(node.attrs['expr'])}"
+    if len(what) > 90:
+        what = what[:87] + "..."
+    return what
+
+
+defop("ew", _ref_ew, _emit_ew, describe=_describe_ew,
+      flops=lambda n: n.outputs[0].numel * max(1, expr_size(n.attrs["expr"]) - len(n.inputs)))
 
 
 # ---------------------------------------------------------------- lowering
@@ -294,7 +299,7 @@ def _torch_dtype_name(t: Any) -> str:
     return str(t).replace("torch.", "")
 
 
-def _result_dtype(ctx: Any, operands: list[Any]) -> str:
+def _result_dtype(ctx: LowerCtx, operands: list[Any]) -> str:
     """PyTorch type promotion over tensors (Values) and Python scalars."""
     import torch
 
@@ -310,7 +315,7 @@ def _result_dtype(ctx: Any, operands: list[Any]) -> str:
     return _torch_dtype_name(probe.dtype)
 
 
-def make_ew(ctx: Any, fn: str, operands: list[Any], compute: str | None = None, out: Value | None = None,
+def make_ew(ctx: LowerCtx, fn: str, operands: list[Any], compute: str | None = None, out: Value | None = None,
             extra_lits: tuple = ()) -> Value:
     """Emit one `ew` node computing fn(*operands) (Values or scalars) with PyTorch promotion."""
     out = out if out is not None else ctx.out()
@@ -331,8 +336,8 @@ def make_ew(ctx: Any, fn: str, operands: list[Any], compute: str | None = None, 
             args.append(leaf if fn == "where" and len(args) == 0 else e_cast(leaf, compute))
         else:
             args.append(e_lit(compute, o))
-    for lit in extra_lits:
-        args.append(e_lit(compute, lit))
+    for x in extra_lits:
+        args.append(e_lit(compute, x))
     res_dt = "bool" if fn in PREDICATES else compute
     if fn == "where":
         args[0] = e_cast(args[0], "bool")
@@ -341,7 +346,14 @@ def make_ew(ctx: Any, fn: str, operands: list[Any], compute: str | None = None, 
     return out
 
 
-def _scaled(ctx: Any, v: Any, alpha: Any) -> Any:
+def cast_to(ctx: LowerCtx, v: Value, dtype: str, hint: str) -> Value:
+    """v converted to dtype (v itself when it has that dtype already)."""
+    if v.dtype == dtype:
+        return v
+    return make_ew(ctx, "copy", [v], compute=dtype, out=ctx.new(hint, v.shape, dtype))
+
+
+def _scaled(ctx: LowerCtx, v: Any, alpha: Any) -> Any:
     """v * alpha for add/sub's `alpha` argument (a scalar is scaled at compile time)."""
     if alpha in (None, 1):
         return v
@@ -351,7 +363,7 @@ def _scaled(ctx: Any, v: Any, alpha: Any) -> Any:
 
 
 def _binary(fn: str) -> Callable[..., Value]:
-    def lower(ctx: Any, a: dict[str, Any]) -> Value:
+    def lower(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         return make_ew(ctx, fn, [a["self"], _scaled(ctx, a["other"], a.get("alpha", 1))])
     return lower
 
@@ -382,12 +394,12 @@ for _fn, _targets in {
 
 
 @lowers("aten.rsub.Scalar", "aten.rsub.Tensor")
-def _lower_rsub(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_rsub(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return make_ew(ctx, "sub", [a["other"], _scaled(ctx, a["self"], a.get("alpha", 1))])
 
 
 @lowers("aten.pow.Scalar", "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor")
-def _lower_pow(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_pow(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, e = a["self"], a["exponent"]
     if e == 2 and isinstance(x, Value) and not isinstance(e, Value):
         return make_ew(ctx, "square", [x], compute=ctx.out().dtype)
@@ -399,14 +411,14 @@ def _lower_pow(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 @lowers("aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode")
-def _lower_div(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_div(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     mode = a.get("rounding_mode")
     fn = {"trunc": "truncdiv", "floor": "floordiv", None: "div"}[mode]
     return make_ew(ctx, fn, [a["self"], a["other"]])
 
 
 @lowers("aten.floor_divide.default", "aten.floor_divide.Scalar")
-def _lower_floordiv(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_floordiv(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return make_ew(ctx, "floordiv", [a["self"], a["other"]])
 
 
@@ -427,7 +439,7 @@ _UNARY = {
 
 
 def _unary(fn: str) -> Callable[..., Value]:
-    def lower(ctx: Any, a: dict[str, Any]) -> Value:
+    def lower(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         x = a["self"]
         out = ctx.out()
         compute = out.dtype if fn not in PREDICATES else x.dtype
@@ -442,12 +454,12 @@ for _fn, _t in _UNARY.items():
 
 
 @lowers("aten.gelu.default")
-def _lower_gelu(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_gelu(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     fn = "gelu_tanh" if a.get("approximate", "none") == "tanh" else "gelu"
     return make_ew(ctx, fn, [a["self"]], compute=ctx.out().dtype)
 
 
-def _clamp_expr(ctx: Any, x: Value, lo: Any, hi: Any, out: Value) -> Value:
+def _clamp_expr(ctx: LowerCtx, x: Value, lo: Any, hi: Any, out: Value) -> Value:
     compute = out.dtype
     e: Expr = e_cast(e_in(x.dtype, 0), compute)
     ins = [x]
@@ -465,27 +477,27 @@ def _clamp_expr(ctx: Any, x: Value, lo: Any, hi: Any, out: Value) -> Value:
 
 
 @lowers("aten.clamp.default", "aten.clamp.Tensor")
-def _lower_clamp(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_clamp(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return _clamp_expr(ctx, a["self"], a.get("min"), a.get("max"), ctx.out())
 
 
 @lowers("aten.clamp_min.default")
-def _lower_clamp_min(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_clamp_min(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return _clamp_expr(ctx, a["self"], a["min"], None, ctx.out())
 
 
 @lowers("aten.clamp_max.default")
-def _lower_clamp_max(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_clamp_max(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return _clamp_expr(ctx, a["self"], None, a["max"], ctx.out())
 
 
 @lowers("aten.hardtanh.default")
-def _lower_hardtanh(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_hardtanh(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return _clamp_expr(ctx, a["self"], a.get("min_val", -1.0), a.get("max_val", 1.0), ctx.out())
 
 
 @lowers("aten.leaky_relu.default")
-def _lower_leaky_relu(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_leaky_relu(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     slope = a.get("negative_slope", 0.01)
     xi = e_cast(e_in(x.dtype, 0), out.dtype)
@@ -495,7 +507,7 @@ def _lower_leaky_relu(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 @lowers("aten.elu.default")
-def _lower_elu(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_elu(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     alpha, scale, iscale = a.get("alpha", 1.0), a.get("scale", 1.0), a.get("input_scale", 1.0)
     dt = out.dtype
@@ -507,7 +519,7 @@ def _lower_elu(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 @lowers("aten.where.self", "aten.where.ScalarOther", "aten.where.ScalarSelf", "aten.where.Scalar")
-def _lower_where(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_where(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     out = ctx.out()
     cond, x, y = a["condition"], a["self"], a["other"]
     ins: list[Value] = [cond]
@@ -524,7 +536,7 @@ def _lower_where(ctx: Any, a: dict[str, Any]) -> Value:
 
 @lowers("aten._to_copy.default", "aten.clone.default", "aten.alias.default", "aten.lift_fresh_copy.default",
         "aten.copy.default", "aten.detach.default", "aten.contiguous.default", "aten._assert_tensor_metadata.default")
-def _lower_copy(ctx: Any, a: dict[str, Any]) -> Value | None:
+def _lower_copy(ctx: LowerCtx, a: dict[str, Any]) -> Value | None:
     if ctx.target == "aten._assert_tensor_metadata.default":
         return None
     src = a.get("src", a.get("self"))
@@ -535,7 +547,7 @@ def _lower_copy(ctx: Any, a: dict[str, Any]) -> Value | None:
 
 
 @lowers("aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
-def _lower_masked_fill(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_masked_fill(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     out = ctx.out()
     x, mask, val = a["self"], a["mask"], a["value"]
     ins = [mask, x]

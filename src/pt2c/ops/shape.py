@@ -1,11 +1,17 @@
-"""Views and data movement.
+"""Shapes and data movement: views, strided reads and writes, cat / stack, padding.
+
+Views (reshape, squeeze, flatten: aliases, no code), strided reads (permute, transpose, expand,
+slice, select, split, repeat, flip, diagonal, as_strided), strided writes (slice_scatter,
+select_scatter), cat / stack, constant / reflection / replication padding.
 
 Every IR Value is a dense row-major tensor, so:
 - `view`: output 0 aliases input 0's storage at an element offset (reshape, squeeze,
   unsqueeze, flatten, contiguous slices/selects). No code, no copy.
 - `strided`: out[i0..ik] = in[offset + sum(i_d * strides[d])] (permute, transpose,
   expand, strided slice, select). A copy loop unless fusion folds it into its consumer.
-- `cat`, `gather` (index_select / embedding / x[idx]), `pad`: data movement with their own loops.
+- `strided_scatter`: x with src written at those positions.
+- `cat`, `pad`: data movement with their own loops; reflection / replication padding is a `take`
+  (ops/index.py) through a constant offset table.
 """
 
 from __future__ import annotations
@@ -14,28 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.ir import Node, Value
-from pt2c.ops import defop, lowers
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= s
-    return tuple(reversed(strides))
-
-
-def _norm_dim(d: int, rank: int) -> int:
-    return d + rank if d < 0 else d
-
-
-def _as_strided(x: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> np.ndarray:
-    flat = np.ascontiguousarray(x).reshape(-1)
-    if not shape or 0 in shape:
-        return flat[offset:offset + 1].reshape(()) if not shape else np.empty(shape, x.dtype)
-    base = flat[offset:]
-    return np.lib.stride_tricks.as_strided(base, shape, [s * x.itemsize for s in strides]).copy()
+from pt2c.ir import Node, Value, ctype
+from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.ops.elementwise import cast_to
+from pt2c.ops.registry import defop, lowers
+from pt2c.ops.util import as_strided, close_loops, contiguous_strides, empty_output, index_loops, lin, lit, norm_dim
 
 
 # ---------------------------------------------------------------- view (alias)
@@ -46,14 +35,14 @@ def _ref_view(node: Node, x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(-1)[off:off + out.numel].reshape(out.shape)
 
 
-def _emit_view(em: Any, node: Node) -> None:
+def _emit_view(em: EmitCtx, node: Node) -> None:
     pass  # storage is shared; the emitter defines the pointer
 
 
 defop("view", _ref_view, _emit_view, alias=True)
 
 
-def make_view(ctx: Any, x: Value, out: Value, offset: int = 0) -> Value:
+def make_view(ctx: LowerCtx, x: Value, out: Value, offset: int = 0) -> Value:
     ctx.emit("view", [x], {"offset": offset}, [out])
     return out
 
@@ -61,7 +50,7 @@ def make_view(ctx: Any, x: Value, out: Value, offset: int = 0) -> Value:
 @lowers("aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.squeeze.dims",
         "aten.squeeze.dim", "aten.squeeze.default", "aten.unsqueeze.default", "aten.flatten.using_ints",
         "aten.view_copy.default", "aten.unflatten.int")
-def _lower_view(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_view(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x = a["self"]
     out = ctx.out()
     if out.shape == x.shape:
@@ -73,17 +62,20 @@ def _lower_view(ctx: Any, a: dict[str, Any]) -> Value:
 
 def _ref_strided(node: Node, x: np.ndarray) -> np.ndarray:
     out = node.outputs[0]
-    return _as_strided(x, out.shape, node.attrs["strides"], node.attrs["offset"])
+    return as_strided(x, out.shape, node.attrs["strides"], node.attrs["offset"])
 
 
-def _emit_strided(em: Any, node: Node) -> None:
-    em.elementwise(node)
+def _emit_strided(em: EmitCtx, node: Node) -> None:
+    out, x = node.outputs[0], node.inputs[0]
+    operands = [(em.ptr(out), contiguous_strides(out.shape), 0),
+                (em.ptr(x), tuple(node.attrs["strides"]), node.attrs["offset"])]
+    em.strided_loop(out.shape, operands, lambda ix: f"{operands[0][0]}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
 
 
 defop("strided", _ref_strided, _emit_strided)
 
 
-def make_strided(ctx: Any, x: Value, out: Value, strides: tuple[int, ...], offset: int) -> Value:
+def make_strided(ctx: LowerCtx, x: Value, out: Value, strides: tuple[int, ...], offset: int) -> Value:
     """Strided read of x; a plain alias when the result is contiguous in x's storage."""
     live = [(n, s) for n, s in zip(out.shape, strides) if n != 1]
     want = [s for s in contiguous_strides(tuple(n for n, _ in live))]
@@ -94,18 +86,18 @@ def make_strided(ctx: Any, x: Value, out: Value, strides: tuple[int, ...], offse
 
 
 @lowers("aten.permute.default", "aten.permute_copy.default")
-def _lower_permute(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_permute(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x = a["self"]
-    dims = [_norm_dim(d, len(x.shape)) for d in a["dims"]]
+    dims = [norm_dim(d, len(x.shape)) for d in a["dims"]]
     st = contiguous_strides(x.shape)
     return make_strided(ctx, x, ctx.out(), tuple(st[d] for d in dims), 0)
 
 
 @lowers("aten.transpose.int", "aten.t.default", "aten.numpy_T.default")
-def _lower_transpose(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_transpose(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x = a["self"]
     r = len(x.shape)
-    d0, d1 = (_norm_dim(a.get("dim0", 0), r), _norm_dim(a.get("dim1", 1), r)) if r >= 2 else (0, 0)
+    d0, d1 = (norm_dim(a.get("dim0", 0), r), norm_dim(a.get("dim1", 1), r)) if r >= 2 else (0, 0)
     perm = list(range(r))
     perm[d0], perm[d1] = perm[d1], perm[d0]
     st = contiguous_strides(x.shape)
@@ -113,7 +105,7 @@ def _lower_transpose(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 @lowers("aten.expand.default", "aten.expand_copy.default")
-def _lower_expand(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_expand(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     lead = len(out.shape) - len(x.shape)
     st = contiguous_strides(x.shape)
@@ -126,7 +118,7 @@ def _lower_expand(ctx: Any, a: dict[str, Any]) -> Value:
 def slice_view(x: Value, a: dict[str, Any]) -> tuple[tuple[int, ...], int]:
     """(strides, element offset) of x[..., start::step, ...] along a["dim"] (aten.slice's and
     aten.slice_scatter's arguments; start clamped like torch, the length comes from the output)."""
-    dim = _norm_dim(a.get("dim", 0), len(x.shape))
+    dim = norm_dim(a.get("dim", 0), len(x.shape))
     n = x.shape[dim]
     start = a.get("start") or 0
     start = start + n if start < 0 else start
@@ -137,16 +129,16 @@ def slice_view(x: Value, a: dict[str, Any]) -> tuple[tuple[int, ...], int]:
 
 
 @lowers("aten.slice.Tensor", "aten.slice_copy.Tensor")
-def _lower_slice(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_slice(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     strides, offset = slice_view(x, a)
     return make_strided(ctx, x, out, strides, offset)
 
 
 @lowers("aten.select.int", "aten.select_copy.int")
-def _lower_select(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_select(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
-    dim = _norm_dim(a["dim"], len(x.shape))
+    dim = norm_dim(a["dim"], len(x.shape))
     idx = a["index"]
     idx = idx + x.shape[dim] if idx < 0 else idx
     st = contiguous_strides(x.shape)
@@ -156,10 +148,10 @@ def _lower_select(ctx: Any, a: dict[str, Any]) -> Value:
 
 @lowers("aten.split_with_sizes.default", "aten.split.Tensor", "aten.split_with_sizes_copy.default",
         "aten.unbind.int", "aten.chunk.default")
-def _lower_split(ctx: Any, a: dict[str, Any]) -> list[Value]:
+def _lower_split(ctx: LowerCtx, a: dict[str, Any]) -> list[Value]:
     x = a["self"]
     outs = ctx.outs()
-    dim = _norm_dim(a.get("dim", 0), len(x.shape))
+    dim = norm_dim(a.get("dim", 0), len(x.shape))
     st = contiguous_strides(x.shape)
     res = []
     start = 0
@@ -176,7 +168,7 @@ def _lower_split(ctx: Any, a: dict[str, Any]) -> list[Value]:
 
 
 @lowers("aten.repeat.default")
-def _lower_repeat(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_repeat(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     # repeat = view as [1, s0, 1, s1, ...], expand to [r0, s0, r1, s1, ...], reshape
     x, out = a["self"], ctx.out()
     reps = list(a["repeats"])
@@ -197,19 +189,26 @@ def _ref_cat(node: Node, *xs: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(x) for x in xs], axis=node.attrs["dim"])
 
 
-def _emit_cat(em: Any, node: Node) -> None:
-    em.cat(node)
+def _emit_cat(em: EmitCtx, node: Node) -> None:
+    out = node.outputs[0]
+    dim = node.attrs["dim"]
+    ost = contiguous_strides(out.shape)
+    at = 0
+    for v in node.inputs:
+        operands = [(em.ptr(out), ost, at * ost[dim]), (em.ptr(v), contiguous_strides(v.shape), 0)]
+        em.strided_loop(v.shape, operands, lambda ix, o=operands: f"{o[0][0]}[{ix[0]}] = {o[1][0]}[{ix[1]}];")
+        at += v.shape[dim]
 
 
 defop("cat", _ref_cat, _emit_cat)
 
 
 @lowers("aten.cat.default", "aten.concat.default")
-def _lower_cat(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_cat(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     out = ctx.out()
     xs = [t for t in a["tensors"] if t.numel > 0 or len(t.shape) == len(out.shape)]
     xs = [t for t in xs if len(t.shape) == len(out.shape)]
-    dim = _norm_dim(a.get("dim", 0), len(out.shape))
+    dim = norm_dim(a.get("dim", 0), len(out.shape))
     if len(xs) == 1:
         return xs[0]
     ctx.emit("cat", xs, {"dim": dim}, [out])
@@ -217,9 +216,9 @@ def _lower_cat(ctx: Any, a: dict[str, Any]) -> Value:
 
 
 @lowers("aten.stack.default")
-def _lower_stack(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_stack(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     out = ctx.out()
-    dim = _norm_dim(a.get("dim", 0), len(out.shape))
+    dim = norm_dim(a.get("dim", 0), len(out.shape))
     views = []
     for t in a["tensors"]:
         shape = list(t.shape)
@@ -229,82 +228,57 @@ def _lower_stack(ctx: Any, a: dict[str, Any]) -> Value:
     return out
 
 
-# ---------------------------------------------------------------- gather along one axis
+# ---------------------------------------------------------------- flip, diagonal (strided reads)
 
-# Negative indices, as PyTorch takes them: advanced indexing (x[idx] = aten.index.Tensor,
-# index_put, index_fill, torch.take) counts -1 from the end; embedding, index_select, gather,
-# scatter*, index_add and index_copy raise.  The IR ops carry this as attrs["wrap"]; the C
-# code returns ERR_INDEX for any index outside [-n, n) (wrap) or [0, n) (no wrap).
-
-def check_index(idx: Any, n: int, wrap: bool, what: str = "index") -> np.ndarray:
-    """Indices into a dimension of size n, negative ones wrapped when `wrap`; IndexError, as
-    PyTorch raises, for one outside [-n, n) (wrap) or [0, n) (no wrap)."""
-    i = np.asarray(idx).astype(np.int64)
-    bad = (i < (-n if wrap else 0)) | (i >= n)
-    if bad.any():
-        raise IndexError(f"{what}: index {int(i[bad].flat[0])} is out of range for a dimension of size {n}")
-    return np.where(i < 0, i + n, i)
-
-
-def check_const_index(ctx: Any, idx: Value, n: int, wrap: bool, what: str) -> None:
-    """A compile-time error (not a C status at run time) for a constant index that PyTorch rejects."""
-    if idx.is_const and idx.data is not None:
-        try:
-            check_index(idx.data, n, wrap, what)
-        except IndexError as e:
-            ctx.fail(str(e))
-
-
-def _ref_gather(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    dim = node.attrs["dim"]
-    i = check_index(idx, x.shape[dim], node.attrs.get("wrap", False), "gather")
-    return np.take(x, i.reshape(-1), axis=dim).reshape(node.outputs[0].shape)
-
-
-def _emit_gather(em: Any, node: Node) -> None:
-    em.gather(node)
-
-
-defop("gather", _ref_gather, _emit_gather)
-
-
-@lowers("aten.embedding.default")
-def _lower_embedding(ctx: Any, a: dict[str, Any]) -> Value:
-    w, idx = a["weight"], a["indices"]
-    check_const_index(ctx, idx, w.shape[0], False, "embedding")
-    ctx.emit("gather", [w, idx], {"dim": 0, "wrap": False}, [ctx.out()])  # torch raises for -1
-    return ctx.out()
-
-
-@lowers("aten.index_select.default")
-def _lower_index_select(ctx: Any, a: dict[str, Any]) -> Value:
-    x, idx, out = a["self"], a["index"], ctx.out()
-    dim = _norm_dim(a["dim"], max(len(x.shape), 1))
-    check_const_index(ctx, idx, x.shape[dim] if x.shape else 1, False, "index_select")
-    if not x.shape or not idx.shape:  # 0-d self and/or index: gather on 1-element views
-        x1 = ctx.view(x, (1,)) if not x.shape else x
-        i1 = ctx.view(idx, (1,)) if not idx.shape else idx
-        y = ctx.new("sel", (*x1.shape[:dim], 1, *x1.shape[dim + 1:]), x.dtype)
-        ctx.emit("gather", [x1, i1], {"dim": dim, "wrap": False}, [y])  # torch raises for -1
-        return ctx.view(y, out.shape, out=out)
-    ctx.emit("gather", [x, idx], {"dim": dim, "wrap": False}, [out])
-    return out
-
-
-@lowers("aten.index.Tensor")
-def _lower_index(ctx: Any, a: dict[str, Any]) -> Value:
+@lowers("aten.flip.default")
+def _lower_flip(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
-    idx = list(a["indices"])
-    used = [i for i, t in enumerate(idx) if t is not None]
-    if used and all(idx[i].is_const for i in used):
-        return lower_index_const(ctx, x, idx, out)
-    if len(used) != 1 or idx[used[0]].dtype == "bool":
-        from pt2c.ops.extra import lower_index_multi
+    r = len(x.shape)
+    dims = {norm_dim(d, r) for d in a["dims"]} if r else set()
+    st = contiguous_strides(x.shape)
+    strides = tuple(-s if d in dims and x.shape[d] > 1 else s for d, s in enumerate(st))
+    off = sum((x.shape[d] - 1) * st[d] for d in dims)
+    if x.numel == 0 or not dims:
+        return x if not dims else make_view(ctx, x, out)
+    return make_strided(ctx, x, out, strides, off)
 
-        return lower_index_multi(ctx, x, idx, out)
-    d = used[0]
-    ctx.emit("gather", [x, idx[d]], {"dim": d, "wrap": True}, [out])  # x[-1] is the last row, as in torch
-    return out
+
+@lowers("aten.diagonal.default", "aten.diagonal_copy.default")
+def _lower_diagonal(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, out = a["input"] if "input" in a else a["self"], ctx.out()
+    r = len(x.shape)
+    d1, d2 = norm_dim(a.get("dim1", 0), r), norm_dim(a.get("dim2", 1), r)
+    off = a.get("offset", 0)
+    st = contiguous_strides(x.shape)
+    strides = tuple(st[d] for d in range(r) if d not in (d1, d2)) + (st[d1] + st[d2],)
+    start = off * st[d2] if off >= 0 else -off * st[d1]
+    if out.numel == 0:
+        start = 0
+    return make_strided(ctx, x, out, strides, start)
+
+
+# ---------------------------------------------------------------- as_strided (a strided read of a dense input)
+
+@lowers("aten.as_strided.default", "aten.as_strided_copy.default")
+def _lower_as_strided(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    size, stride = list(a["size"]), list(a["stride"])
+    offset = a.get("storage_offset")
+    src = ctx.node.args[0].meta.get("val")
+    if offset is None:
+        offset = int(src.storage_offset()) if src is not None else 0
+    # pt2c values are dense row-major: the result matches PyTorch when the input's storage is exactly that
+    if src is not None and (not src.is_contiguous() or int(src.storage_offset()) != 0
+                            or src.untyped_storage().nbytes() != src.numel() * src.element_size()):
+        ctx.fail("as_strided of a tensor that is not a dense, contiguous tensor owning its storage")
+    if any(s < 0 for s in stride) or offset < 0:
+        ctx.fail("as_strided with negative strides or storage offset")
+    if out.numel == 0:
+        return make_strided(ctx, x, out, tuple(stride), 0)
+    reach = offset + sum((n - 1) * s for n, s in zip(size, stride))
+    if reach >= x.numel:
+        ctx.fail(f"as_strided reads element {reach} of a {x.numel}-element storage")
+    return make_strided(ctx, x, out, tuple(stride), int(offset))
 
 
 # ---------------------------------------------------------------- constant padding
@@ -326,15 +300,29 @@ def _ref_pad(node: Node, x: np.ndarray) -> np.ndarray:
     return y
 
 
-def _emit_pad(em: Any, node: Node) -> None:
-    em.pad(node)
+def _emit_pad(em: EmitCtx, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    pads = node.attrs["pads"]
+    Y = em.ptr(out)
+    if any(lo > 0 or hi > 0 for lo, hi in pads):
+        em.line(f"for (size_t i = 0; i < {out.numel}; i++) {Y}[i] = {lit(out.dtype, node.attrs['value'])};")
+    ost, ist = contiguous_strides(out.shape), contiguous_strides(x.shape)
+    shape, ooff, ioff = [], 0, 0
+    for d, (lo, hi) in enumerate(pads):
+        src0 = max(0, -lo)
+        n = x.shape[d] - src0 - max(0, -hi)
+        shape.append(max(n, 0))
+        ooff += max(lo, 0) * ost[d]
+        ioff += src0 * ist[d]
+    operands = [(Y, ost, ooff), (em.ptr(x), ist, ioff)]
+    em.strided_loop(tuple(shape), operands, lambda ix: f"{Y}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
 
 
 defop("pad", _ref_pad, _emit_pad)
 
 
 @lowers("aten.constant_pad_nd.default")
-def _lower_pad(ctx: Any, a: dict[str, Any]) -> Value:
+def _lower_pad(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     flat = list(a["pad"])
     pads = [(0, 0)] * len(x.shape)
@@ -345,29 +333,88 @@ def _lower_pad(ctx: Any, a: dict[str, Any]) -> Value:
     return out
 
 
-# ---------------------------------------------------------------- take: gather by constant flat offsets
+# ---------------------------------------------------------------- reflection / replication padding (constant offset tables)
 
-def _ref_take(node: Node, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(x).reshape(-1)[offsets.reshape(-1)].reshape(node.outputs[0].shape)
-
-
-def _emit_take(em: Any, node: Node) -> None:
-    x, offs = node.inputs
-    out = node.outputs[0]
-    em.line(f"for (size_t i = 0; i < {out.numel}; i++) {em.ptr(out)}[i] = {em.ptr(x)}[{em.ptr(offs)}[i]];")
+def _pad_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    src = np.arange(n + lo + hi, dtype=np.int64) - lo
+    if mode == "replicate":
+        return np.clip(src, 0, n - 1)
+    src = np.abs(src)
+    return np.where(src >= n, 2 * (n - 1) - src, src)
 
 
-defop("take", _ref_take, _emit_take)
-
-
-def lower_index_const(ctx: Any, x: Value, indices: list[Any], out: Value) -> Value:
-    """Advanced indexing with constant index tensors: offsets computed by torch itself."""
-    import torch
-
-    flat = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
-    # a None entry of aten.index means "all of this dim" (a full slice), not a new axis
-    idx = [slice(None) if t is None else torch.from_numpy(np.array(t.data)) for t in indices]
-    offs = flat[tuple(idx)].contiguous().numpy()
+@lowers("aten.reflection_pad1d.default", "aten.reflection_pad2d.default", "aten.reflection_pad3d.default",
+        "aten.replication_pad1d.default", "aten.replication_pad2d.default", "aten.replication_pad3d.default")
+def _lower_pad_mode(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    mode = "reflect" if "reflection" in ctx.target else "replicate"
+    flat = [int(p) for p in a["padding"]]
+    k = len(flat) // 2
+    pads = [(0, 0)] * (len(x.shape) - k) + [(flat[2 * i], flat[2 * i + 1]) for i in reversed(range(k))]
+    for n, (lo, hi), m in zip(x.shape, pads, out.shape):
+        if m != n + lo + hi or (n == 0 and m):
+            ctx.fail(f"{mode} padding of a dim of size {n} by ({lo}, {hi})")
+        if mode == "reflect" and (max(lo, hi) >= n and (lo or hi)):
+            ctx.fail(f"reflection padding ({lo}, {hi}) must be smaller than the dim size {n}")
+    if out.numel == 0:
+        return empty_output(ctx, out)
+    flat_idx = np.arange(x.numel, dtype=np.int64).reshape(x.shape)
+    axes = [_pad_index(n, lo, hi, mode) for n, (lo, hi) in zip(x.shape, pads)]
+    offs = flat_idx[np.ix_(*axes)] if axes else flat_idx
     dt = np.int32 if x.numel < 2**31 else np.int64
-    ctx.emit("take", [x, ctx.const(offs.astype(dt), out.name + "_offsets")], {}, [out])
+    ctx.emit("take", [x, ctx.const(np.ascontiguousarray(offs).astype(dt), out.name + "_offsets")], {}, [out])
     return out
+
+
+# ---------------------------------------------------------------- strided write: slice_scatter, select_scatter
+
+def _ref_strided_scatter(node: Node, x: np.ndarray, src: np.ndarray) -> np.ndarray:
+    y = np.array(x, copy=True).reshape(-1)
+    pos = as_strided(np.arange(x.size, dtype=np.int64), src.shape, node.attrs["strides"], node.attrs["offset"])
+    y[pos.reshape(-1)] = np.asarray(src).reshape(-1)
+    return y.reshape(x.shape)
+
+
+def _emit_strided_scatter(em: EmitCtx, node: Node) -> None:
+    x, src = node.inputs
+    out = node.outputs[0]
+    X, S, Y = em.ptr(x), em.ptr(src), em.ptr(out)
+    t = ctype(out.dtype)
+    em.line(f"memcpy({Y}, {X}, {x.numel} * sizeof({t}));")
+    names, k = index_loops(em, src.shape)
+    pad = "    " * k
+    dst = lin(names, node.attrs["strides"])
+    off = node.attrs["offset"]
+    em.line(pad + f"{Y}[{off} + {dst}] = {S}[{lin(names, contiguous_strides(src.shape))}];")
+    close_loops(em, k)
+
+
+defop("strided_scatter", _ref_strided_scatter, _emit_strided_scatter)
+
+
+def _strided_scatter(ctx: LowerCtx, x: Value, src: Value, strides: tuple[int, ...], offset: int) -> Value:
+    out = ctx.out()
+    if src.numel == 0 or x.numel == 0:
+        return x
+    src = cast_to(ctx, src, out.dtype, "src")
+    ctx.emit("strided_scatter", [x, src], {"strides": tuple(strides), "offset": int(offset)}, [out])
+    return out
+
+
+@lowers("aten.slice_scatter.default")
+def _lower_slice_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, src = a["self"], a["src"]
+    strides, offset = slice_view(x, a)
+    return _strided_scatter(ctx, x, src, strides, offset)
+
+
+@lowers("aten.select_scatter.default")
+def _lower_select_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, src = a["self"], a["src"]
+    r = len(x.shape)
+    dim = norm_dim(a["dim"], r)
+    idx = a["index"]
+    idx = idx + x.shape[dim] if idx < 0 else idx
+    st = contiguous_strides(x.shape)
+    strides = tuple(s for d, s in enumerate(st) if d != dim)
+    return _strided_scatter(ctx, x, src, strides, idx * st[dim])

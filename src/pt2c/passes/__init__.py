@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pt2c.ir import Graph, verify
+from pt2c.ir import Graph
+from pt2c.ops import verify
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.prepack import prepack

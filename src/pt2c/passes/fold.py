@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pt2c.ir import Graph, Node, Value
+from pt2c.ops.epilogue import EPILOGUE_ACTS
 
 
 def dce(g: Graph) -> Graph:
@@ -54,13 +55,10 @@ def fold_batchnorm(g: Graph) -> Graph:
     return g
 
 
-_EPILOGUE_ACTS = {"relu", "hardswish", "silu", "gelu", "gelu_tanh", "sigmoid", "tanh"}
-
-
 def _act_of(expr: tuple) -> tuple[str, float, float] | None:
     """Recognise act(in0) (and clamps of in0) in an `ew` expression."""
     kind = expr[0]
-    if kind in _EPILOGUE_ACTS and expr[2] == ("in", "float32", 0):
+    if kind in EPILOGUE_ACTS and expr[2] == ("in", "float32", 0):
         return kind, 0.0, 0.0
     if kind == "clamp_max" and expr[3][0] == "lit":
         inner = expr[2]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pt2c.ir import Graph, Node
 from pt2c.ops.elementwise import e_in, expr_size, expr_substitute
-from pt2c.ops.shape import contiguous_strides
+from pt2c.ops.util import contiguous_strides
 
 MAX_FUSED_EXPR = 64  # keep generated expressions readable and compile times sane
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pt2c.ir import Graph, Value
 from pt2c.kernels import layout
-from pt2c.ops.linalg import is_depthwise, use_smallp, use_winograd
+from pt2c.ops.conv import is_depthwise, use_smallp, use_winograd
 
 
 def prepack(g: Graph) -> Graph:

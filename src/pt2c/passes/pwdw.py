@@ -5,7 +5,7 @@ is never stored whole (kernels/conv.c: pt2c_conv2d_pw_dw)."""
 from __future__ import annotations
 
 from pt2c.ir import Graph, Node
-from pt2c.ops.linalg import is_depthwise
+from pt2c.ops.conv import is_depthwise
 
 # Only where the expanded tensor would not fit in L2: at 1 thread (x86-64-v3, bench/conv_bench.py
 # --pwdw) the pair took 0.86-0.89x of the two calls with 1.8 and 4.8 MB between them, 0.98-1.05x

@@ -1,0 +1,554 @@
+"""Convolution, every form: 1-d, 2-d and 3-d, grouped and depthwise, transposed, runtime weights, col2im.
+
+conv1d / conv2d with constant weights are `conv2d` (im2col + GEMM, Winograd F(4x4, 3x3), few-pixel
+"smallp" or depthwise kernels, chosen per layer: use_winograd / use_smallp; weights prepacked by
+passes/prepack.py); a 1x1 conv fused with the depthwise conv reading it is `conv2d_pw_dw`
+(passes/pwdw.py); runtime weights `conv_direct`; transposed 1-d / 2-d `conv_transpose2d`; 3-d and
+transposed 3-d `conv_nd`; col2im (nn.Fold).  One argument normalisation for all: `conv_params`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pt2c.ir import Node, Value
+from pt2c.kernels import scratch
+from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.ops.epilogue import epilogue_c, epilogue_ref
+from pt2c.ops.registry import defop, lowers
+from pt2c.ops.util import empty_output
+
+
+# ---------------------------------------------------------------- conv2d
+
+def conv2d_ref(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple, groups: int) -> np.ndarray:
+    N, C, H, W = x.shape
+    OC, Cg, KH, KW = w.shape
+    sh, sw = stride
+    ph, pw = padding
+    dh, dw = dilation
+    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    out = np.zeros((N, OC, OH, OW))
+    OCg = OC // groups
+    for g in range(groups):
+        xs = xp[:, g * Cg:(g + 1) * Cg]
+        ws = w[g * OCg:(g + 1) * OCg].astype(np.float64)
+        for i in range(KH):
+            for j in range(KW):
+                patch = xs[:, :, i * dh:i * dh + sh * (OH - 1) + 1:sh, j * dw:j * dw + sw * (OW - 1) + 1:sw]
+                out[:, g * OCg:(g + 1) * OCg] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out.astype(np.float32)
+
+
+def _ref_conv2d(node: Node, x: np.ndarray, w: np.ndarray, *extra: np.ndarray) -> np.ndarray:
+    at = node.attrs
+    if at.get("w_packed"):
+        w = at["_w_unpacked"]
+    y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"])
+    return epilogue_ref(node, y, list(extra), 1)
+
+
+def is_depthwise(node: Node) -> bool:
+    C = node.inputs[0].shape[1]
+    return node.attrs["groups"] == C and C > 1
+
+
+def use_winograd(node: Node) -> bool:
+    """Winograd F(4x4, 3x3) (pt2c_conv2d_wino) instead of im2col + GEMM: 3x3, stride 1,
+    dilation 1, ungrouped, and enough output pixels and channels for the 4x fewer
+    multiplications to pay for the transforms (bench/conv_bench.py)."""
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    C, OC, OH, OW = x.shape[1], out.shape[1], out.shape[2], out.shape[3]
+    return (tuple(at["kernel"]) == (3, 3) and tuple(at["stride"]) == (1, 1) and tuple(at["dilation"]) == (1, 1)
+            and at["groups"] == 1 and C >= 16 and OC >= 16 and ((OH + 3) // 4) * ((OW + 3) // 4) >= 16)
+
+
+def use_smallp(node: Node) -> bool:
+    """pt2c_conv2d_smallp (pixels as the GEMM's 6-row side) instead of pt2c_conv2d: ungrouped, and so
+    few output pixels that 16-wide pixel panels would waste >= 15% (7x7 maps: 49 of 64).  Measured
+    1.1-1.35x on 7x7 3x3 and 1x1 convs, but 0.86x on strided 1x1 ones, which keep pt2c_conv2d."""
+    at = node.attrs
+    out = node.outputs[0]
+    P = out.shape[2] * out.shape[3]
+    one_by_one = tuple(at["kernel"]) == (1, 1)
+    strided_1x1 = one_by_one and (tuple(at["stride"]) != (1, 1) or tuple(at["padding"]) != (0, 0))
+    waste = ((P + 15) // 16 * 16 - P) / max(1, (P + 15) // 16 * 16)
+    return at["groups"] == 1 and not strided_1x1 and 0 < P <= 64 and waste >= 0.15
+
+
+def _emit_conv2d(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    N, C, H, W = x.shape
+    _, OC, OH, OW = out.shape
+    KH, KW = at["kernel"]
+    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
+    ep = epilogue_c(em, node, 2, 1, str(OH * OW))
+    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
+    if is_depthwise(node):
+        em.line(f"pt2c_conv2d_depthwise({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
+                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
+    elif at.get("winograd"):
+        em.line(f"pt2c_conv2d_wino({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {ph}, {pw}, {OH}, {OW}, "
+                f"{em.scratch(node)}); /* Winograd F(4x4, 3x3) */")
+    elif at.get("smallp"):
+        em.line(f"pt2c_conv2d_smallp({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
+                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
+    else:
+        em.line(f"pt2c_conv2d({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
+                f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {at['groups']}, {OH}, {OW}, {em.scratch(node)});")
+
+
+def _dw_args(node: Node) -> list[int]:
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    return [x.shape[2], x.shape[3], out.shape[2], out.shape[3], *at["kernel"], *at["stride"], *at["padding"],
+            *at["dilation"]]
+
+
+def _conv_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
+    """The kernel's scratch-size function (its Python mirror in kernels/scratch.py; the C one is
+    named pt2c_<the same>) and its arguments."""
+    if is_depthwise(node):
+        return scratch.conv2d_depthwise_scratch_floats, _dw_args(node)
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    if at.get("winograd"):
+        return scratch.conv2d_wino_scratch_floats, [x.shape[1], out.shape[1], out.shape[2], out.shape[3]]
+    if at.get("smallp"):
+        return scratch.conv2d_smallp_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"],
+                                                      *at["stride"], *at["padding"], out.shape[2], out.shape[3]]
+    return scratch.conv2d_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"],
+                                           *at["padding"], *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
+
+
+def _scratch_bytes(call: tuple[Callable[..., int], list[int]]) -> int:
+    fn, args = call
+    return 4 * fn(*args)
+
+
+def _scratch_c(call: tuple[Callable[..., int], list[int]]) -> str:
+    """The same size as a C expression, checked against the Python mirror at init."""
+    fn, args = call
+    return f"4 * pt2c_{fn.__name__}({', '.join(map(str, args))})"
+
+
+def _conv_flops(n: Node) -> int:
+    return 2 * n.outputs[0].numel * int(np.prod(n.attrs["kernel"])) * n.inputs[0].shape[1] // n.attrs["groups"]
+
+
+def _describe_conv2d(node: Node) -> str:
+    a = node.attrs
+    return (f"conv2d {a['kernel'][0]}x{a['kernel'][1]} s{a['stride'][0]} p{a['padding'][0]}"
+            + (f" g{a['groups']}" if a["groups"] > 1 else "") + (" +bias" if a.get("has_bias") else "")
+            + (" +residual" if a.get("has_residual") else "") + (f" +{a['act']}" if a.get("act") else ""))
+
+
+defop("conv2d", _ref_conv2d, _emit_conv2d, kernels=("conv",), scratch=lambda n: _scratch_bytes(_conv_scratch_call(n)),
+      scratch_c=lambda n: _scratch_c(_conv_scratch_call(n)), flops=_conv_flops, describe=_describe_conv2d)
+
+
+# ---------------------------------------------------------------- conv2d_pw_dw
+# A 1x1 conv and the depthwise conv that alone reads its output, as one kernel call by groups of
+# channels (passes/pwdw.py).  attrs: _pw and _dw, the two conv2d nodes as they were (their inputs
+# are this node's: _pw's, then _dw's past its first, the intermediate that is never stored).
+
+def _ref_conv2d_pw_dw(node: Node, *arrays: np.ndarray) -> np.ndarray:
+    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    k = len(pw.inputs)
+    return _ref_conv2d(dw, _ref_conv2d(pw, *arrays[:k]), *arrays[k:])
+
+
+def _pw_dw_args(node: Node) -> list[int]:
+    x, mid = node.inputs[0], node.attrs["_pw"].outputs[0]
+    return [x.shape[1], x.shape[2], x.shape[3], mid.shape[1], *_dw_args(node.attrs["_dw"])[4:],
+            *node.outputs[0].shape[2:]]
+
+
+def _emit_conv2d_pw_dw(em: EmitCtx, node: Node) -> None:
+    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    x, out = node.inputs[0], node.outputs[0]
+    ep1 = epilogue_c(em, pw, 2, 1, var="ep_pw")
+    ep2 = epilogue_c(em, dw, 2, 1, str(out.shape[2] * out.shape[3]), var="ep_dw")
+    C, H, W, M, KH, KW, sh, sw, ph, pw_, dh, dw_, OH, OW = _pw_dw_args(node)
+    em.line(f"pt2c_conv2d_pw_dw({em.ptr(out)}, {em.ptr(x)}, {em.ptr(pw.inputs[1])}, {ep1}, {em.ptr(dw.inputs[1])}, "
+            f"{ep2}, {x.shape[0]}, {C}, {H}, {W}, {M}, {KH}, {KW}, {sh}, {sw}, {ph}, {pw_}, {dh}, {dw_}, {OH}, {OW}, "
+            f"{em.scratch(node)});")
+
+
+def _pw_dw_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
+    return scratch.conv2d_pw_dw_scratch_floats, _pw_dw_args(node)
+
+
+defop("conv2d_pw_dw", _ref_conv2d_pw_dw, _emit_conv2d_pw_dw, kernels=("conv",),
+      scratch=lambda n: _scratch_bytes(_pw_dw_scratch_call(n)), scratch_c=lambda n: _scratch_c(_pw_dw_scratch_call(n)),
+      flops=lambda n: _conv_flops(n.attrs["_pw"]) + _conv_flops(n.attrs["_dw"]),
+      parts=lambda n: [(n.attrs["_pw"], " (by groups of channels, not stored)"), (n.attrs["_dw"], "")])
+
+
+# ---------------------------------------------------------------- lowering: one argument normalisation for every form
+
+def conv_params(a: dict[str, Any], nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], int]:
+    """stride, padding, dilation, output_padding and groups of a convolution's (normalised ATen)
+    arguments: one value per spatial dim (a single value is repeated, a missing one is the default)."""
+
+    def per_dim(v: Any, dflt: int) -> tuple[int, ...]:
+        v = list(v) if v is not None else [dflt]
+        v = v or [dflt]
+        return tuple(int(t) for t in (v * nd if len(v) == 1 else v))
+
+    return (per_dim(a["stride"], 1), per_dim(a["padding"], 0), per_dim(a["dilation"], 1),
+            per_dim(a.get("output_padding"), 0), int(a.get("groups", 1)))
+
+
+def params_2d(stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...],
+              opad: tuple[int, ...]) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int], tuple[int, int]]:
+    """A 1-d convolution's params for the same convolution in 2-d over a height of 1."""
+    return (1, stride[0]), (0, padding[0]), (1, dilation[0]), (0, opad[0])
+
+
+def input_nchw(ctx: LowerCtx, x: Value, nd: int) -> Value:
+    """x as [N, C, H, W] (views): a batch of 1 for an unbatched input, a height of 1 for a 1-d one."""
+    if len(x.shape) == nd + 1:
+        x = ctx.view(x, (1, *x.shape))
+    if nd == 1:
+        x = ctx.view(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+    return x
+
+
+def conv_out_size(n: int, k: int, s: int, p: int, d: int) -> int:
+    """Output size along one dim: input n, kernel k, stride s, padding p, dilation d."""
+    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+@lowers("aten.convolution.default", "aten.conv2d.default", "aten.conv1d.default")
+def _lower_conv(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    out = ctx.out()
+    if a.get("transposed"):
+        return lower_conv_transpose(ctx, a)
+    if x.dtype != "float32":
+        ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
+    if not w.is_const or len(w.shape) == 5:  # runtime weights, or 3-d: a direct loop
+        return lower_conv_direct(ctx, a)
+    nd = len(w.shape) - 2
+    if nd not in (1, 2):
+        ctx.fail(f"only 1-d and 2-d convolutions with explicit padding are supported (got {nd}-d)")
+    stride, padding, dilation, _, groups = conv_params(a, nd)
+    squeeze_batch = len(x.shape) == nd + 1
+    x = input_nchw(ctx, x, nd)
+    if nd == 1:  # conv1d as conv2d with H = 1
+        w = ctx.const(w.data.reshape(w.shape[0], w.shape[1], 1, w.shape[2]), w.name)
+        stride, padding, dilation, _ = params_2d(stride, padding, dilation, (0,))
+    N = x.shape[0]
+    OC = w.shape[0]
+    OH = conv_out_size(x.shape[2], w.shape[2], stride[0], padding[0], dilation[0])
+    OW = conv_out_size(x.shape[3], w.shape[3], stride[1], padding[1], dilation[1])
+    y = ctx.new("conv", (N, OC, OH, OW), "float32") if (nd == 1 or squeeze_batch) else out
+    ins = [x, w] + ([bias] if bias is not None else [])
+    ctx.emit("conv2d", ins, {"kernel": tuple(w.shape[2:]), "stride": stride, "padding": padding,
+                             "dilation": dilation, "groups": groups, "has_bias": bias is not None}, [y])
+    if y is not out:
+        return ctx.view(y, out.shape, out=out)
+    return out
+
+
+# ---------------------------------------------------------------- convolution with runtime weights (direct loop)
+
+def _ref_conv_direct(node: Node, x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
+    at = node.attrs
+    y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"])
+    if bias:
+        y = y + bias[0].reshape(1, -1, 1, 1)
+    return y.astype(np.float32)
+
+
+def _emit_conv_direct(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    x, w = node.inputs[:2]
+    out = node.outputs[0]
+    N, C, H, W = x.shape
+    _, OC, OH, OW = out.shape
+    G = at["groups"]
+    Cg, OCg = C // G, OC // G
+    KH, KW = w.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
+    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
+    B = em.ptr(node.inputs[2]) if len(node.inputs) > 2 else None
+    em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_oc = 0; u_oc < {OC}; u_oc++) "
+            f"for (long u_oh = 0; u_oh < {OH}; u_oh++) for (long u_ow = 0; u_ow < {OW}; u_ow++) {{")
+    em.line(f"    double u_acc = {('(double)' + B + '[u_oc]') if B else '0.0'};")
+    em.line(f"    size_t u_g = u_oc / {OCg};")
+    em.line(f"    for (size_t u_icg = 0; u_icg < {Cg}; u_icg++) for (long u_kh = 0; u_kh < {KH}; u_kh++) {{")
+    em.line(f"        long u_h = u_oh * {sh} - {ph} + u_kh * {dh};")
+    em.line(f"        if (u_h < 0 || u_h >= {H}) continue;")
+    em.line(f"        for (long u_kw = 0; u_kw < {KW}; u_kw++) {{")
+    em.line(f"            long u_w = u_ow * {sw} - {pw} + u_kw * {dw};")
+    em.line(f"            if (u_w < 0 || u_w >= {W}) continue;")
+    em.line(f"            u_acc += (double){X}[((u_n * {C} + u_g * {Cg} + u_icg) * {H} + (size_t)u_h) * {W} + (size_t)u_w]"
+            f" * (double){Wt}[((u_oc * {Cg} + u_icg) * {KH} + (size_t)u_kh) * {KW} + (size_t)u_kw];")
+    em.line("        }")
+    em.line("    }")
+    em.line(f"    {Y}[((u_n * {OC} + u_oc) * {OH} + (size_t)u_oh) * {OW} + (size_t)u_ow] = (float)u_acc;")
+    em.line("}")
+
+
+defop("conv_direct", _ref_conv_direct, _emit_conv_direct,
+      flops=lambda n: 2 * n.outputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
+
+
+def lower_conv_direct(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    """A convolution whose weights are computed at run time (no pre-packing): a direct loop."""
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    out = ctx.out()
+    if x.dtype != "float32" or w.dtype != "float32":
+        ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
+    nd = len(w.shape) - 2
+    if nd == 3:
+        return lower_conv_nd(ctx, a)
+    if nd not in (1, 2):
+        ctx.fail(f"only 1-d, 2-d and 3-d convolutions are supported (got {nd}-d)")
+    stride, padding, dilation, _, groups = conv_params(a, nd)
+    xs = input_nchw(ctx, x, nd)
+    ws = w
+    if nd == 1:
+        ws = ctx.view(w, (w.shape[0], w.shape[1], 1, w.shape[2]))
+        stride, padding, dilation, _ = params_2d(stride, padding, dilation, (0,))
+    OH = conv_out_size(xs.shape[2], ws.shape[2], stride[0], padding[0], dilation[0])
+    OW = conv_out_size(xs.shape[3], ws.shape[3], stride[1], padding[1], dilation[1])
+    oshape = (xs.shape[0], ws.shape[0], OH, OW)
+    y = out if oshape == out.shape else ctx.new("conv", oshape, "float32")
+    ctx.emit("conv_direct", [xs, ws] + ([bias] if bias is not None else []),
+             {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}, [y])
+    return out if y is out else ctx.view(y, out.shape, out=out)
+
+
+# ---------------------------------------------------------------- transposed convolution (direct scatter loop)
+
+def _ref_conv_t(node: Node, x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
+    import torch
+
+    at = node.attrs
+    y = torch.nn.functional.conv_transpose2d(
+        torch.from_numpy(np.array(x, np.float64)), torch.from_numpy(np.array(w, np.float64)),
+        torch.from_numpy(np.array(bias[0], np.float64)) if bias else None, at["stride"], at["padding"],
+        at["output_padding"], at["groups"], at["dilation"])
+    return y.numpy().astype(np.float32)
+
+
+def _emit_conv_t(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    x, w = node.inputs[:2]
+    out = node.outputs[0]
+    N, C, H, W = x.shape
+    _, OC, OH, OW = out.shape
+    G = at["groups"]
+    Cg, OCg = C // G, OC // G
+    KH, KW = w.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
+    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
+    B = em.ptr(node.inputs[2]) if len(node.inputs) > 2 else None
+    em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_oc = 0; u_oc < {OC}; u_oc++) {{")
+    em.line(f"    float *u_y = {Y} + (u_n * {OC} + u_oc) * {OH * OW};")
+    em.line(f"    size_t u_g = u_oc / {OCg}, u_ocg = u_oc % {OCg};")
+    em.line(f"    for (size_t u_p = 0; u_p < {OH * OW}; u_p++) u_y[u_p] = {B + '[u_oc]' if B else '0.0f'};")
+    em.line(f"    for (size_t u_icg = 0; u_icg < {Cg}; u_icg++) {{")
+    em.line(f"        size_t u_ic = u_g * {Cg} + u_icg;")
+    em.line(f"        const float *u_x = {X} + (u_n * {C} + u_ic) * {H * W};")
+    em.line(f"        const float *u_w = {Wt} + (u_ic * {OCg} + u_ocg) * {KH * KW};")
+    em.line(f"        for (long u_ih = 0; u_ih < {H}; u_ih++) for (long u_kh = 0; u_kh < {KH}; u_kh++) {{")
+    em.line(f"            long u_oh = u_ih * {sh} - {ph} + u_kh * {dh};")
+    em.line(f"            if (u_oh < 0 || u_oh >= {OH}) continue;")
+    em.line(f"            for (long u_iw = 0; u_iw < {W}; u_iw++) for (long u_kw = 0; u_kw < {KW}; u_kw++) {{")
+    em.line(f"                long u_ow = u_iw * {sw} - {pw} + u_kw * {dw};")
+    em.line(f"                if (u_ow < 0 || u_ow >= {OW}) continue;")
+    em.line(f"                u_y[u_oh * {OW} + u_ow] += u_x[u_ih * {W} + u_iw] * u_w[u_kh * {KW} + u_kw];")
+    em.line("            }")
+    em.line("        }")
+    em.line("    }")
+    em.line("}")
+
+
+defop("conv_transpose2d", _ref_conv_t, _emit_conv_t,
+      flops=lambda n: 2 * n.inputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
+
+
+def lower_conv_transpose(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    out = ctx.out()
+    if x.dtype != "float32" or w.dtype != "float32":
+        ctx.fail(f"transposed convolution is implemented for float32 only (got {x.dtype})")
+    nd = len(w.shape) - 2
+    if nd == 3:
+        return lower_conv_nd(ctx, a)
+    if nd not in (1, 2):
+        ctx.fail(f"only 1-d, 2-d and 3-d transposed convolutions are supported (got {nd}-d)")
+    stride, padding, dilation, opad, groups = conv_params(a, nd)
+    xs = input_nchw(ctx, x, nd)
+    ws = w
+    if nd == 1:
+        ws = ctx.view(w, (w.shape[0], w.shape[1], 1, w.shape[2]))
+        stride, padding, dilation, opad = params_2d(stride, padding, dilation, opad)
+    oshape = (xs.shape[0], out.shape[-3] if nd == 2 else out.shape[-2], *(out.shape[-2:] if nd == 2 else (1, out.shape[-1])))
+    y = out if oshape == out.shape else ctx.new("convt", oshape, "float32")
+    ins = [xs, ws] + ([bias] if bias is not None else [])
+    ctx.emit("conv_transpose2d", ins, {"stride": stride, "padding": padding, "dilation": dilation,
+                                       "output_padding": opad, "groups": groups}, [y])
+    return out if y is out else ctx.view(y, out.shape, out=out)
+
+
+# ---------------------------------------------------------------- N-d convolution (3-d): direct loops, gather form for transposed
+
+def _ref_conv_nd(node: Node, x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
+    import torch
+
+    at = node.attrs
+    X = torch.from_numpy(np.array(x, np.float64))
+    W = torch.from_numpy(np.array(w, np.float64))
+    B = torch.from_numpy(np.array(bias[0], np.float64)) if bias else None
+    y = torch.ops.aten.convolution.default(X, W, B, list(at["stride"]), list(at["padding"]), list(at["dilation"]),
+                                           bool(at["transposed"]), list(at["output_padding"]), int(at["groups"]))
+    return y.numpy().astype(np.float32)
+
+
+def _emit_conv_nd(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    x, w = node.inputs[:2]
+    out = node.outputs[0]
+    N, C = x.shape[:2]
+    OC = out.shape[1]
+    isz, osz, ksz = x.shape[2:], out.shape[2:], w.shape[2:]
+    nd = len(isz)
+    G = at["groups"]
+    Cg, OCg = C // G, OC // G
+    st, pd, dl, tr = at["stride"], at["padding"], at["dilation"], at["transposed"]
+    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
+    B = em.ptr(node.inputs[2]) if len(node.inputs) > 2 else None
+    olp = " ".join(f"for (long u_o{d} = 0; u_o{d} < {osz[d]}; u_o{d}++)" for d in range(nd))
+    em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_oc = 0; u_oc < {OC}; u_oc++) {olp} {{")
+    em.line(f"    double u_acc = {('(double)' + B + '[u_oc]') if B else '0.0'};")
+    em.line(f"    size_t u_g = u_oc / {OCg}, u_ocg = u_oc % {OCg}; (void)u_ocg;")
+    em.line(f"    for (size_t u_icg = 0; u_icg < {Cg}; u_icg++) {{")
+    em.line(f"        size_t u_ic = u_g * {Cg} + u_icg;")
+    depth = 2
+    for d in range(nd):
+        pad = "    " * depth
+        em.line(pad + f"for (long u_k{d} = 0; u_k{d} < {ksz[d]}; u_k{d}++) {{")
+        if tr:
+            em.line(pad + f"    long u_t{d} = u_o{d} + {pd[d]} - u_k{d} * {dl[d]};")
+            em.line(pad + f"    if (u_t{d} < 0 || u_t{d} % {st[d]} != 0) continue;")
+            em.line(pad + f"    long u_i{d} = u_t{d} / {st[d]};")
+            em.line(pad + f"    if (u_i{d} >= {isz[d]}) continue;")
+        else:
+            em.line(pad + f"    long u_i{d} = u_o{d} * {st[d]} - {pd[d]} + u_k{d} * {dl[d]};")
+            em.line(pad + f"    if (u_i{d} < 0 || u_i{d} >= {isz[d]}) continue;")
+        depth += 1
+    xi = f"(u_n * {C} + u_ic)"
+    for d in range(nd):
+        xi = f"({xi} * {isz[d]} + (size_t)u_i{d})"
+    wi = f"(u_ic * {OCg} + u_ocg)" if tr else f"(u_oc * {Cg} + u_icg)"
+    for d in range(nd):
+        wi = f"({wi} * {ksz[d]} + (size_t)u_k{d})"
+    em.line("    " * depth + f"u_acc += (double){X}[{xi}] * (double){Wt}[{wi}];")
+    for d in reversed(range(nd)):
+        em.line("    " * (2 + d) + "}")
+    em.line("    }")
+    yi = "(u_n * %d + u_oc)" % OC
+    for d in range(nd):
+        yi = f"({yi} * {osz[d]} + (size_t)u_o{d})"
+    em.line(f"    {Y}[{yi}] = (float)u_acc;")
+    em.line("}")
+
+
+defop("conv_nd", _ref_conv_nd, _emit_conv_nd,
+      flops=lambda n: 2 * max(n.outputs[0].numel, n.inputs[0].numel) * int(np.prod(n.inputs[1].shape[1:])))
+
+
+def lower_conv_nd(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    """Convolution (plain or transposed) of any spatial rank with a direct loop; used for 3-d."""
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    out = ctx.out()
+    if x.dtype != "float32" or w.dtype != "float32" or (bias is not None and bias.dtype != "float32"):
+        ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
+    nd = len(w.shape) - 2
+    tr = bool(a.get("transposed", False))
+    if isinstance(a["padding"], str):
+        ctx.fail("convolution with string padding")
+    stride, padding, dilation, opad, groups = conv_params(a, nd)
+    xs = ctx.view(x, (1, *x.shape)) if len(x.shape) == nd + 1 else x
+    oshape = (xs.shape[0], *out.shape[-nd - 1:])
+    if out.numel == 0:
+        return empty_output(ctx, out)
+    y = out if oshape == out.shape else ctx.new("conv", oshape, "float32")
+    ctx.emit("conv_nd", [xs, w] + ([bias] if bias is not None else []),
+             {"stride": stride, "padding": padding, "dilation": dilation, "output_padding": opad,
+              "transposed": tr, "groups": groups}, [y])
+    return out if y is out else ctx.view(y, out.shape, out=out)
+
+
+# ---------------------------------------------------------------- col2im (nn.Fold): sum the columns back into the image
+
+def _ref_col2im(node: Node, col: np.ndarray) -> np.ndarray:
+    import torch
+
+    at = node.attrs
+    return torch.ops.aten.col2im.default(torch.from_numpy(np.array(col, np.float64)), list(at["size"]),
+                                         list(at["kernel"]), list(at["dilation"]), list(at["padding"]),
+                                         list(at["stride"])).numpy().astype(np.float32)
+
+
+def _emit_col2im(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    col = node.inputs[0]
+    out = node.outputs[0]
+    N, CK, L = col.shape
+    C, H, W = out.shape[1:]
+    (KH, KW), (dh, dw), (ph, pw), (sh, sw) = at["kernel"], at["dilation"], at["padding"], at["stride"]
+    BH = (H + 2 * ph - (dh * (KH - 1) + 1)) // sh + 1
+    BW = (W + 2 * pw - (dw * (KW - 1) + 1)) // sw + 1
+    X, Y = em.ptr(col), em.ptr(out)
+    em.line(f"memset({Y}, 0, {out.numel} * sizeof(float));")
+    em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_c = 0; u_c < {C}; u_c++)"
+            f" for (long u_ki = 0; u_ki < {KH}; u_ki++) for (long u_kj = 0; u_kj < {KW}; u_kj++) {{")
+    em.line(f"    const float *u_x = {X} + (u_n * {CK} + (u_c * {KH} + (size_t)u_ki) * {KW} + (size_t)u_kj) * {L};")
+    em.line(f"    float *u_y = {Y} + (u_n * {C} + u_c) * {H * W};")
+    em.line(f"    for (long u_bh = 0; u_bh < {BH}; u_bh++) {{")
+    em.line(f"        long u_h = u_bh * {sh} - {ph} + u_ki * {dh};")
+    em.line(f"        if (u_h < 0 || u_h >= {H}) continue;")
+    em.line(f"        for (long u_bw = 0; u_bw < {BW}; u_bw++) {{")
+    em.line(f"            long u_w = u_bw * {sw} - {pw} + u_kj * {dw};")
+    em.line(f"            if (u_w >= 0 && u_w < {W}) u_y[u_h * {W} + u_w] += u_x[u_bh * {BW} + u_bw];")
+    em.line("        }")
+    em.line("    }")
+    em.line("}")
+
+
+defop("col2im", _ref_col2im, _emit_col2im)
+
+
+@lowers("aten.col2im.default")
+def _lower_col2im(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    col, out = a["self"], ctx.out()
+    if col.dtype != "float32":
+        ctx.fail(f"col2im is implemented for float32 only (got {col.dtype})")
+
+    def two(v: Any) -> tuple[int, int]:
+        v = [int(t) for t in v]
+        return (v[0], v[0]) if len(v) == 1 else (v[0], v[1])
+
+    attrs = {"size": two(a["output_size"]), "kernel": two(a["kernel_size"]), "dilation": two(a["dilation"]),
+             "padding": two(a["padding"]), "stride": two(a["stride"])}
+    if out.numel == 0:
+        return empty_output(ctx, out)
+    x = ctx.view(col, (1, *col.shape)) if len(col.shape) == 2 else col
+    y = out if len(out.shape) == 4 else ctx.new("fold", (1, *out.shape), "float32")
+    if x.numel == 0:
+        return empty_output(ctx, out)
+    ctx.emit("col2im", [x], attrs, [y])
+    return out if y is out else ctx.view(y, out.shape, out=out)

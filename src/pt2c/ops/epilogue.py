@@ -1,0 +1,58 @@
+"""The epilogue of the GEMM-based kernels (matmul, conv2d): bias, residual and activation applied
+to the product's tile before it is stored (the kernels' `pt2c_epilogue`); its numpy reference and
+the C struct an emitter passes.  passes/fold.py fuses into it the activations EPILOGUE_ACTS lists."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pt2c.ir import Node
+from pt2c.ops.context import EmitCtx
+from pt2c.ops.elementwise import FUNCS
+
+# epilogue activations: name -> C enum of the kernels (PT2C_ACT_*)
+ACTS = {
+    None: "PT2C_ACT_NONE", "relu": "PT2C_ACT_RELU", "clamp": "PT2C_ACT_CLAMP", "hardswish": "PT2C_ACT_HARDSWISH",
+    "silu": "PT2C_ACT_SILU", "gelu": "PT2C_ACT_GELU", "gelu_tanh": "PT2C_ACT_GELU_TANH", "sigmoid": "PT2C_ACT_SIGMOID",
+    "tanh": "PT2C_ACT_TANH",
+}
+# the activations passes/fold.py fuses from an `ew` act(x); "clamp" comes from a clamp_min / clamp_max pair
+EPILOGUE_ACTS = frozenset(k for k in ACTS if k not in (None, "clamp"))
+
+
+def apply_act(y: np.ndarray, act: str | None, lo: float = 0.0, hi: float = 0.0) -> np.ndarray:
+    if act is None:
+        return y
+    if act == "clamp":
+        return np.clip(y, lo, hi)
+    return FUNCS[act][1](y).astype(y.dtype)
+
+
+def epilogue_ref(node: Node, y: np.ndarray, extra: list[np.ndarray], bias_axis: int) -> np.ndarray:
+    i = 0
+    if node.attrs.get("has_bias"):
+        b = extra[i]
+        i += 1
+        shape = [1] * y.ndim
+        shape[bias_axis] = -1
+        y = y + b.reshape(shape)
+    if node.attrs.get("has_residual"):
+        y = y + extra[i].reshape(y.shape)  # (fused through a reshape: same elements, same order)
+    return apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
+
+
+def epilogue_c(em: EmitCtx, node: Node, first_extra: int, bias_per_row: int, ldr: str = "0", var: str = "ep") -> str:
+    """Declare a pt2c_epilogue `var` for the node; returns the C expression of its address (or NULL)."""
+    a = node.attrs
+    if not (a.get("has_bias") or a.get("has_residual") or a.get("act")):
+        return "NULL"
+    i = first_extra
+    bias = "NULL"
+    if a.get("has_bias"):
+        bias = em.ptr(node.inputs[i])
+        i += 1
+    res = em.ptr(node.inputs[i]) if a.get("has_residual") else "NULL"
+    act = ACTS[a.get("act")]
+    lo, hi = em.flt(a.get("lo", 0.0)), em.flt(a.get("hi", 0.0))
+    em.line(f"pt2c_epilogue {var} = {{ {bias}, {bias_per_row}, {res}, {ldr if res != 'NULL' else '0'}, {act}, {lo}, {hi} }};")
+    return "&" + var

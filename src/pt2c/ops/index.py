@@ -1,0 +1,570 @@
+"""Indexing: gathers (embedding, index_select, x[idx], gather, take), scatters (scatter*, index_put, masked_scatter).
+
+Gathers: embedding, index_select, x[idx] (aten.index.Tensor), torch.gather, take.  Scatters:
+scatter, scatter_add, scatter_reduce, index_put (also index_add / index_copy / index_fill, which
+decompose to it), masked_scatter.
+
+Every index is checked at run time (`<NAME>_ERR_INDEX`) and, when it is a constant, at compile time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from pt2c.ir import Node, Value, ctype, np_dtype
+from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.ops.elementwise import cast_to, make_ew
+from pt2c.ops.registry import defop, lowers
+from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin, lit,
+                           norm_dim, prod)
+
+
+# ---------------------------------------------------------------- gather along one axis
+
+# Negative indices, as PyTorch takes them: advanced indexing (x[idx] = aten.index.Tensor,
+# index_put, index_fill, torch.take) counts -1 from the end; embedding, index_select, gather,
+# scatter*, index_add and index_copy raise.  The IR ops carry this as attrs["wrap"]; the C
+# code returns ERR_INDEX for any index outside [-n, n) (wrap) or [0, n) (no wrap).
+
+def check_index(idx: Any, n: int, wrap: bool, what: str = "index") -> np.ndarray:
+    """Indices into a dimension of size n, negative ones wrapped when `wrap`; IndexError, as
+    PyTorch raises, for one outside [-n, n) (wrap) or [0, n) (no wrap)."""
+    i = np.asarray(idx).astype(np.int64)
+    bad = (i < (-n if wrap else 0)) | (i >= n)
+    if bad.any():
+        raise IndexError(f"{what}: index {int(i[bad].flat[0])} is out of range for a dimension of size {n}")
+    return np.where(i < 0, i + n, i)
+
+
+def check_const_index(ctx: LowerCtx, idx: Value, n: int, wrap: bool, what: str) -> None:
+    """A compile-time error (not a C status at run time) for a constant index that PyTorch rejects."""
+    if idx.is_const and idx.data is not None:
+        try:
+            check_index(idx.data, n, wrap, what)
+        except IndexError as e:
+            ctx.fail(str(e))
+
+
+def _ref_gather(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    dim = node.attrs["dim"]
+    i = check_index(idx, x.shape[dim], node.attrs.get("wrap", False), "gather")
+    return np.take(x, i.reshape(-1), axis=dim).reshape(node.outputs[0].shape)
+
+
+def _emit_gather(em: EmitCtx, node: Node) -> None:
+    x, idx = node.inputs
+    out = node.outputs[0]
+    dim = node.attrs["dim"]
+    outer = int(np.prod(x.shape[:dim], dtype=np.int64))
+    inner = int(np.prod(x.shape[dim + 1:], dtype=np.int64))
+    D, J = x.shape[dim], idx.numel
+    X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
+    em.errors.add("INDEX")
+    em.line(f"for (size_t o = 0; o < {outer}; o++) {{")
+    em.line(f"    for (size_t j = 0; j < {J}; j++) {{")
+    em.line(f"        int64_t k = (int64_t){I}[j];")
+    if node.attrs.get("wrap", False):  # x[idx] counts -1 from the end; embedding / index_select raise
+        em.line(f"        if (k < 0) k += {D};")
+    em.line(f"        if (k < 0 || k >= {D}) return PT2C_ERR_INDEX;")
+    if inner == 1:
+        em.line(f"        {Y}[o * {J} + j] = {X}[o * {D} + (size_t)k];")
+    else:
+        em.line(f"        memcpy({Y} + (o * {J} + j) * {inner}, {X} + (o * {D} + (size_t)k) * {inner}, "
+                f"{inner} * sizeof({ctype(x.dtype)}));")
+    em.line("    }")
+    em.line("}")
+
+
+defop("gather", _ref_gather, _emit_gather)
+
+
+@lowers("aten.embedding.default")
+def _lower_embedding(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    w, idx = a["weight"], a["indices"]
+    check_const_index(ctx, idx, w.shape[0], False, "embedding")
+    ctx.emit("gather", [w, idx], {"dim": 0, "wrap": False}, [ctx.out()])  # torch raises for -1
+    return ctx.out()
+
+
+@lowers("aten.index_select.default")
+def _lower_index_select(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, idx, out = a["self"], a["index"], ctx.out()
+    dim = norm_dim(a["dim"], max(len(x.shape), 1))
+    check_const_index(ctx, idx, x.shape[dim] if x.shape else 1, False, "index_select")
+    if not x.shape or not idx.shape:  # 0-d self and/or index: gather on 1-element views
+        x1 = ctx.view(x, (1,)) if not x.shape else x
+        i1 = ctx.view(idx, (1,)) if not idx.shape else idx
+        y = ctx.new("sel", (*x1.shape[:dim], 1, *x1.shape[dim + 1:]), x.dtype)
+        ctx.emit("gather", [x1, i1], {"dim": dim, "wrap": False}, [y])  # torch raises for -1
+        return ctx.view(y, out.shape, out=out)
+    ctx.emit("gather", [x, idx], {"dim": dim, "wrap": False}, [out])
+    return out
+
+
+@lowers("aten.index.Tensor")
+def _lower_index(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    idx = list(a["indices"])
+    used = [i for i, t in enumerate(idx) if t is not None]
+    if used and all(idx[i].is_const for i in used):
+        return lower_index_const(ctx, x, idx, out)
+    if len(used) != 1 or idx[used[0]].dtype == "bool":
+        return lower_index_multi(ctx, x, idx, out)
+    d = used[0]
+    ctx.emit("gather", [x, idx[d]], {"dim": d, "wrap": True}, [out])  # x[-1] is the last row, as in torch
+    return out
+
+
+# ---------------------------------------------------------------- take: gather by constant flat offsets
+
+def _ref_take(node: Node, x: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).reshape(-1)[offsets.reshape(-1)].reshape(node.outputs[0].shape)
+
+
+def _emit_take(em: EmitCtx, node: Node) -> None:
+    x, offs = node.inputs
+    out = node.outputs[0]
+    em.line(f"for (size_t i = 0; i < {out.numel}; i++) {em.ptr(out)}[i] = {em.ptr(x)}[{em.ptr(offs)}[i]];")
+
+
+defop("take", _ref_take, _emit_take)
+
+
+def lower_index_const(ctx: LowerCtx, x: Value, indices: list[Any], out: Value) -> Value:
+    """Advanced indexing with constant index tensors: offsets computed by torch itself."""
+    import torch
+
+    flat = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
+    # a None entry of aten.index means "all of this dim" (a full slice), not a new axis
+    idx = [slice(None) if t is None else torch.from_numpy(np.array(t.data)) for t in indices]
+    offs = flat[tuple(idx)].contiguous().numpy()
+    dt = np.int32 if x.numel < 2**31 else np.int64
+    ctx.emit("take", [x, ctx.const(offs.astype(dt), out.name + "_offsets")], {}, [out])
+    return out
+
+
+# ---------------------------------------------------------------- advanced indexing with several runtime index tensors
+
+def _ref_index_multi(node: Node, x: np.ndarray, *idx: np.ndarray) -> np.ndarray:
+    pre = node.attrs["pre"]  # x[..., i0, i1] wraps -1 like torch (numpy does too; checked for the message)
+    key = (slice(None),) * pre + tuple(check_index(i, x.shape[pre + q], True, "index") for q, i in enumerate(idx))
+    return np.asarray(x[key]).reshape(node.outputs[0].shape)
+
+
+def _emit_index_multi(em: EmitCtx, node: Node) -> None:
+    x, idx = node.inputs[0], node.inputs[1:]
+    out = node.outputs[0]
+    pre, bshape = node.attrs["pre"], node.attrs["bshape"]
+    nidx = len(idx)
+    X, Y = em.ptr(x), em.ptr(out)
+    t = ctype(out.dtype)
+    em.errors.add("INDEX")
+    xs = contiguous_strides(x.shape)
+    lead = x.shape[:pre]
+    rest = x.shape[pre + nidx:]
+    inner = prod(rest)
+    loop_shape = tuple(lead) + tuple(bshape)
+    names, k = index_loops(em, loop_shape)
+    pad = "    " * k
+    terms = [f"{names[d]} * {xs[d]}" for d in range(pre)]
+    for q, iv in enumerate(idx):
+        st = broadcast_strides(iv.shape, contiguous_strides(iv.shape), tuple(bshape))
+        em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names[pre:], st)}];")
+        n = x.shape[pre + q]
+        em.line(pad + f"if (u_j{q} < 0) u_j{q} += {n};")
+        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {n}) return PT2C_ERR_INDEX;")
+        terms.append(f"(size_t)u_j{q} * {xs[pre + q]}")
+    ost = contiguous_strides(loop_shape)
+    em.line(pad + f"memcpy({Y} + ({lin(names, ost)}) * {inner}, {X} + {' + '.join(terms)}, {inner} * sizeof({t}));")
+    close_loops(em, k)
+
+
+defop("index_multi", _ref_index_multi, _emit_index_multi)
+
+
+def lower_index_multi(ctx: LowerCtx, x: Value, idx: list[Any], out: Value) -> Value:
+    """x[:, ..., i0, i1, ...] with adjacent runtime integer index tensors (PyTorch's advanced indexing)."""
+    import torch
+
+    used = [i for i, t in enumerate(idx) if t is not None]
+    pre = used[0]
+    if used != list(range(pre, pre + len(used))) or any(idx[i].dtype == "bool" for i in used):
+        ctx.fail("aten.index.Tensor is supported with adjacent integer index tensors (no bool masks)")
+    tens = [idx[i] for i in used]
+    bshape = tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in tens]))
+    if prod(bshape) == 0 or x.numel == 0:
+        ctx.fail("aten.index.Tensor with an empty index")
+    ctx.emit("index_multi", [x, *tens], {"pre": pre, "bshape": bshape}, [out])
+    return out
+
+
+# ---------------------------------------------------------------- gather along a dim with a runtime index
+
+def _ref_gather_dim(node: Node, x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    dim = node.attrs["dim"]
+    i = check_index(idx, x.shape[dim], False, "gather")  # torch.gather raises for -1
+    sl = tuple(slice(0, n) for n in idx.shape)
+    return np.take_along_axis(x[tuple(s if d != dim else slice(None) for d, s in enumerate(sl))], i, axis=dim)
+
+
+def _emit_gather_dim(em: EmitCtx, node: Node) -> None:
+    x, idx = node.inputs
+    out = node.outputs[0]
+    dim = node.attrs["dim"]
+    X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
+    em.errors.add("INDEX")
+    xs, ist = contiguous_strides(x.shape), contiguous_strides(idx.shape)
+    names, k = index_loops(em, idx.shape)
+    pad = "    " * k
+    em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
+    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+    em.line(pad + f"{Y}[{lin(names, ist)}] = {X}[{lin(names, xs, dim, '(size_t)u_j')}];")
+    close_loops(em, k)
+
+
+defop("gather_dim", _ref_gather_dim, _emit_gather_dim)
+
+
+@lowers("aten.gather.default")
+def _lower_gather(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, idx, out = a["self"], a["index"], ctx.out()
+    if not x.shape or not idx.shape:
+        ctx.fail("gather of 0-d tensors")
+    if idx.numel == 0:
+        ctx.fail("gather with an empty index")
+    dim = norm_dim(a["dim"], len(x.shape))
+    check_const_index(ctx, idx, x.shape[dim], False, "gather")
+    ctx.emit("gather_dim", [x, idx], {"dim": dim}, [out])
+    return out
+
+
+# ---------------------------------------------------------------- scatter / scatter_add (copy, then a loop)
+
+def _ref_scatter(node: Node, x: np.ndarray, idx: np.ndarray, *src: np.ndarray) -> np.ndarray:
+    dim, mode = node.attrs["dim"], node.attrs["reduce"]
+    y = np.array(x, copy=True)
+    s = src[0] if src else None
+    idx = check_index(idx, x.shape[dim], False, "scatter")  # torch raises for -1
+    for pos in np.ndindex(*idx.shape):
+        j = int(idx[pos])
+        tgt = list(pos)
+        tgt[dim] = j
+        v = s[pos] if s is not None else node.attrs["value"]
+        if mode == "add":
+            y[tuple(tgt)] += v
+        else:
+            y[tuple(tgt)] = v
+    return y
+
+
+def _emit_scatter(em: EmitCtx, node: Node) -> None:
+    x, idx = node.inputs[:2]
+    src = node.inputs[2] if len(node.inputs) > 2 else None
+    out = node.outputs[0]
+    dim, mode = node.attrs["dim"], node.attrs["reduce"]
+    X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
+    em.errors.add("INDEX")
+    t = ctype(out.dtype)
+    em.line(f"if ({Y} != {X}) memcpy({Y}, {X}, {x.numel} * sizeof({t}));")
+    ys, ist = contiguous_strides(x.shape), contiguous_strides(idx.shape)
+    names, k = index_loops(em, idx.shape)
+    pad = "    " * k
+    em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
+    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+    if src is not None:
+        val = f"{em.ptr(src)}[{lin(names, contiguous_strides(src.shape))}]"
+    else:
+        val = lit(out.dtype, node.attrs["value"])
+    op = "+=" if mode == "add" else "="
+    em.line(pad + f"{Y}[{lin(names, ys, dim, '(size_t)u_j')}] {op} ({t})({val});")
+    close_loops(em, k)
+
+
+defop("scatter", _ref_scatter, _emit_scatter)
+
+
+@lowers("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce",
+        "aten.scatter.value_reduce")
+def _lower_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, idx, out = a["self"], a["index"], ctx.out()
+    red = a.get("reduce")
+    if red not in (None, "add"):
+        ctx.fail(f"scatter with reduce={red!r}")
+    mode = "add" if (ctx.target == "aten.scatter_add.default" or red == "add") else "set"
+    if not x.shape or not idx.shape or idx.numel == 0:
+        ctx.fail("scatter of 0-d or empty tensors")
+    src = a.get("src")
+    ins = [x, idx] + ([src] if isinstance(src, Value) else [])
+    if mode == "set":
+        # duplicate indices make the result order-dependent in PyTorch; a compile-time check is not possible
+        pass
+    dim = norm_dim(a["dim"], len(x.shape))
+    check_const_index(ctx, idx, x.shape[dim], False, "scatter")
+    ctx.emit("scatter", ins, {"dim": dim, "reduce": mode, "value": a.get("value", 0)}, [out])
+    return out
+
+
+# ---------------------------------------------------------------- index_put with leading index tensors
+
+def _ref_index_put(node: Node, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
+    nidx = node.attrs["nidx"]
+    idx, vals = rest[:nidx], rest[nidx]
+    y = np.array(x, copy=True)
+    wrap = node.attrs.get("wrap", True)
+    b = np.broadcast_arrays(*[check_index(i, x.shape[q], wrap, "index_put") for q, i in enumerate(idx)])
+    tgt_shape = b[0].shape + x.shape[nidx:]
+    v = np.broadcast_to(vals, tgt_shape)
+    for pos in np.ndindex(*b[0].shape):
+        key = tuple(int(i[pos]) for i in b)
+        if node.attrs["accumulate"]:
+            y[key] += v[pos]
+        else:
+            y[key] = v[pos]
+    return y
+
+
+def _emit_index_put(em: EmitCtx, node: Node) -> None:
+    nidx = node.attrs["nidx"]
+    x = node.inputs[0]
+    idx = node.inputs[1:1 + nidx]
+    vals = node.inputs[1 + nidx]
+    out = node.outputs[0]
+    X, Y, VV = em.ptr(x), em.ptr(out), em.ptr(vals)
+    t = ctype(out.dtype)
+    em.errors.add("INDEX")
+    em.line(f"if ({Y} != {X}) memcpy({Y}, {X}, {x.numel} * sizeof({t}));")
+    bshape = node.attrs["bshape"]
+    rest = x.shape[nidx:]
+    inner = prod(rest)
+    names, k = index_loops(em, bshape)
+    pad = "    " * k
+    xs = contiguous_strides(x.shape)
+    terms = []
+    for q, iv in enumerate(idx):
+        st = broadcast_strides(iv.shape, contiguous_strides(iv.shape), bshape)
+        em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names, st)}];")
+        if node.attrs.get("wrap", True):  # x[i] = v counts -1 from the end; index_add / index_copy raise
+            em.line(pad + f"if (u_j{q} < 0) u_j{q} += {x.shape[q]};")
+        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {x.shape[q]}) return PT2C_ERR_INDEX;")
+        terms.append(f"(size_t)u_j{q} * {xs[q]}")
+    full = tuple(bshape) + tuple(rest)
+    vst = broadcast_strides(vals.shape, contiguous_strides(vals.shape), full)
+    vlin = lin(names, vst[:len(bshape)])
+    em.line(pad + f"size_t u_base = {' + '.join(terms)};")
+    em.line(pad + f"for (size_t u_r = 0; u_r < {inner}; u_r++) {{")
+    rest_st = contiguous_strides(tuple(rest))
+    # values index for the trailing dims: unravel r against `rest` with vals' broadcast strides
+    vr = []
+    for d, n in enumerate(rest):
+        s = vst[len(bshape) + d]
+        if s and n > 1:
+            vr.append(f"((u_r / {rest_st[d]}) % {n}) * {s}")
+    vidx = " + ".join([vlin] + vr) if vr else vlin
+    op = "+=" if node.attrs["accumulate"] else "="
+    em.line(pad + f"    {Y}[u_base + u_r] {op} ({t}){VV}[{vidx}];")
+    em.line(pad + "}")
+    close_loops(em, k)
+
+
+defop("index_put", _ref_index_put, _emit_index_put)
+
+
+@lowers("aten.index_put.default", "aten._unsafe_index_put.default")
+def _lower_index_put(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, out = a["self"], ctx.out()
+    idx = list(a["indices"])
+    vals = a["values"]
+    if not idx or any(t is None for t in idx) or any(t.dtype == "bool" for t in idx):
+        ctx.fail("index_put is supported with leading integer index tensors (no None / bool masks)")
+    if not isinstance(vals, Value):
+        ctx.fail("index_put with non-tensor values")
+    import torch
+
+    bshape = tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in idx]))
+    if prod(bshape) == 0:
+        ctx.fail("index_put with an empty index")
+    # index_put / x[i] = v / index_fill wrap -1 like torch; index_add and index_copy, which the
+    # default decompositions turn into index_put, raise in torch: their nodes remember the op
+    orig = str(ctx.node.meta.get("original_aten", ""))
+    what = orig.split(".")[1] if orig.startswith(("aten.index_add", "aten.index_copy")) else "index_put"
+    wrap = what == "index_put"
+    for q, t in enumerate(idx):
+        check_const_index(ctx, t, x.shape[q], wrap, what)
+    if vals.dtype != x.dtype:
+        vals = make_ew(ctx, "copy", [vals], compute=x.dtype, out=ctx.new("vals", vals.shape, x.dtype))
+    ctx.emit("index_put", [x, *idx, vals], {"nidx": len(idx), "bshape": bshape, "wrap": wrap,
+                                             "accumulate": bool(a.get("accumulate", False))}, [out])
+    return out
+
+
+# ---------------------------------------------------------------- scatter_reduce (sum, prod, mean, amax, amin)
+
+def _reduce_init(red: str, dtype: str) -> Any:
+    if red in ("sum", "mean"):
+        return 0
+    if red == "prod":
+        return 1
+    if dtype in FLOATS:
+        return -math.inf if red == "amax" else math.inf
+    if dtype == "bool":
+        return red == "amin"
+    info = np.iinfo(np_dtype(dtype))
+    return int(info.min) if red == "amax" else int(info.max)
+
+
+def _ref_scatter_reduce(node: Node, x: np.ndarray, idx: np.ndarray, src: np.ndarray) -> list[np.ndarray]:
+    dim, red, incl = node.attrs["dim"], node.attrs["reduce"], node.attrs["include_self"]
+    y = np.array(x, copy=True)
+    cnt = np.ones(x.shape, np.int64) if incl else np.zeros(x.shape, np.int64)
+    tg = []
+    idx = check_index(idx, x.shape[dim], False, "scatter_reduce")  # torch raises for -1
+    for pos in np.ndindex(*idx.shape):
+        j = int(idx[pos])
+        t = list(pos)
+        t[dim] = j
+        tg.append((tuple(t), pos))
+    if not incl:
+        for t, _ in tg:
+            y[t] = _reduce_init(red, node.outputs[0].dtype)
+    for t, pos in tg:
+        v = src[pos]
+        if red in ("sum", "mean"):
+            y[t] = y[t] + v
+        elif red == "prod":
+            y[t] = y[t] * v
+        elif red == "amax":
+            y[t] = v if (v != v or v > y[t]) else y[t]
+        else:
+            y[t] = v if (v != v or v < y[t]) else y[t]
+        cnt[t] += 1
+    if red == "mean":
+        c = np.maximum(cnt, 1)
+        y = (y / c).astype(y.dtype) if y.dtype.kind == "f" else np.floor_divide(y, c).astype(y.dtype)
+        return [y, cnt]
+    return [y]
+
+
+def _emit_scatter_reduce(em: EmitCtx, node: Node) -> None:
+    x, idx, src = node.inputs
+    out = node.outputs[0]
+    dim, red, incl = node.attrs["dim"], node.attrs["reduce"], node.attrs["include_self"]
+    X, I, S, Y = em.ptr(x), em.ptr(idx), em.ptr(src), em.ptr(out)
+    t = ctype(out.dtype)
+    em.errors.add("INDEX")
+    em.line(f"memcpy({Y}, {X}, {x.numel} * sizeof({t}));")
+    ys, ist, sst = contiguous_strides(x.shape), contiguous_strides(idx.shape), contiguous_strides(src.shape)
+    n = x.shape[dim]
+    C = None
+    if red == "mean":
+        C = em.ptr(node.outputs[1])
+        em.line(f"for (size_t u_c = 0; u_c < {x.numel}; u_c++) {C}[u_c] = {1 if incl else 0};")
+
+    def target(pad: str, names: list[str]) -> str:
+        em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
+        em.line(pad + f"if (u_j < 0 || u_j >= {n}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+        return lin(names, ys, dim, "(size_t)u_j")
+
+    if not incl:
+        names, k = index_loops(em, idx.shape)
+        at = target("    " * k, names)
+        em.line("    " * k + f"{Y}[{at}] = {lit(out.dtype, _reduce_init(red, out.dtype))};")
+        close_loops(em, k)
+    names, k = index_loops(em, idx.shape)
+    pad = "    " * k
+    at = target(pad, names)
+    em.line(pad + f"{t} u_v = {S}[{lin(names, sst)}];")
+    step = {"sum": f"{Y}[{at}] += u_v;", "mean": f"{Y}[{at}] += u_v; {C}[{at}] += 1;",
+            "prod": f"{Y}[{at}] *= u_v;",
+            "amax": f"if (u_v != u_v || u_v > {Y}[{at}]) {Y}[{at}] = u_v;",
+            "amin": f"if (u_v != u_v || u_v < {Y}[{at}]) {Y}[{at}] = u_v;"}[red]
+    em.line(pad + step)
+    close_loops(em, k)
+    if red == "mean":
+        em.line(f"for (size_t u_c = 0; u_c < {x.numel}; u_c++) {{")
+        em.line(f"    int64_t u_d = {C}[u_c] == 0 ? 1 : {C}[u_c];")
+        if out.dtype in FLOATS:
+            em.line(f"    {Y}[u_c] = ({t})({Y}[u_c] / ({t})u_d);")
+        else:
+            em.line(f"    int64_t u_q = (int64_t){Y}[u_c] / u_d, u_r = (int64_t){Y}[u_c] % u_d;")
+            em.line(f"    {Y}[u_c] = ({t})((u_r != 0 && ((u_r < 0) != (u_d < 0))) ? u_q - 1 : u_q);")
+        em.line("}")
+
+
+defop("scatter_reduce", _ref_scatter_reduce, _emit_scatter_reduce)
+
+
+@lowers("aten.scatter_reduce.two")
+def _lower_scatter_reduce(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, idx, src, out = a["self"], a["index"], a["src"], ctx.out()
+    red = a["reduce"]
+    if red not in ("sum", "prod", "mean", "amax", "amin"):
+        ctx.fail(f"scatter_reduce with reduce={red!r}")
+    if out.dtype == "bool":
+        ctx.fail("scatter_reduce of bool tensors")
+    if idx.numel == 0 or x.numel == 0:
+        return x
+    if not x.shape:
+        x1 = ctx.view(x, (1,))
+        i1 = ctx.view(idx, (1,)) if not idx.shape else idx
+        s1 = ctx.view(src, (1,)) if not src.shape else src
+        y = ctx.new("sr", (1,), out.dtype)
+        _scatter_reduce_node(ctx, x1, i1, s1, 0, red, bool(a.get("include_self", True)), y)
+        return ctx.view(y, (), out=out)
+    dim = norm_dim(a["dim"], len(x.shape))
+    _scatter_reduce_node(ctx, x, idx, src, dim, red, bool(a.get("include_self", True)), out)
+    return out
+
+
+def _scatter_reduce_node(ctx: LowerCtx, x: Value, idx: Value, src: Value, dim: int, red: str, incl: bool, out: Value) -> None:
+    check_const_index(ctx, idx, x.shape[dim], False, "scatter_reduce")
+    src = cast_to(ctx, src, out.dtype, "src")
+    outs = [out] + ([ctx.new("count", x.shape, "int64")] if red == "mean" else [])
+    ctx.emit("scatter_reduce", [x, idx, src], {"dim": dim, "reduce": red, "include_self": incl}, outs)
+
+
+# ---------------------------------------------------------------- masked_scatter
+
+def _ref_masked_scatter(node: Node, x: np.ndarray, mask: np.ndarray, src: np.ndarray) -> np.ndarray:
+    shape = node.outputs[0].shape
+    y = np.array(np.broadcast_to(x, shape), copy=True).reshape(-1)
+    m = np.broadcast_to(mask, shape).reshape(-1).astype(bool)
+    k = int(m.sum())
+    y[m] = np.asarray(src).reshape(-1)[:k]
+    return y.reshape(shape)
+
+
+def _emit_masked_scatter(em: EmitCtx, node: Node) -> None:
+    x, mask, src = node.inputs
+    out = node.outputs[0]
+    X, M, S, Y = em.ptr(x), em.ptr(mask), em.ptr(src), em.ptr(out)
+    em.errors.add("INDEX")
+    shape = out.shape
+    xs = broadcast_strides(x.shape, contiguous_strides(x.shape), shape)
+    ms = broadcast_strides(mask.shape, contiguous_strides(mask.shape), shape)
+    em.line("size_t u_k = 0;")
+    names, k = index_loops(em, shape)
+    pad = "    " * k
+    em.line(pad + f"size_t u_at = {lin(names, contiguous_strides(shape))};")
+    em.line(pad + f"if ({M}[{lin(names, ms)}]) {{")
+    em.line(pad + f"    if (u_k >= {src.numel}) return PT2C_ERR_INDEX;")
+    em.line(pad + f"    {Y}[u_at] = {S}[u_k++];")
+    em.line(pad + f"}} else {Y}[u_at] = {X}[{lin(names, xs)}];")
+    close_loops(em, k)
+    em.line("(void)u_k;")
+
+
+defop("masked_scatter", _ref_masked_scatter, _emit_masked_scatter)
+
+
+@lowers("aten.masked_scatter.default")
+def _lower_masked_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, mask, src, out = a["self"], a["mask"], a["source"], ctx.out()
+    if out.numel == 0:
+        return empty_output(ctx, out)
+    src = cast_to(ctx, src, out.dtype, "src")
+    mask = cast_to(ctx, mask, "bool", "mask")
+    ctx.emit("masked_scatter", [x, mask, src], {}, [out])
+    return out

@@ -1,0 +1,271 @@
+"""Matrix products and attention: mm / bmm / addmm / linear on the GEMM kernel, scaled_dot_product_attention.
+
+`matmul`: out[..., M, N] = act(a[..., M, K] @ b[..., K, N] + bias[N] + residual) (mm, bmm, addmm,
+  linear).  When b is a 2-D constant, the prepack pass stores it in the GEMM's packed-B layout.
+`sdpa`: scaled dot-product attention with an optional mask (flash-style kernel).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from pt2c.ir import Node, Value
+from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
+from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.ops.elementwise import make_ew
+from pt2c.ops.epilogue import epilogue_c, epilogue_ref
+from pt2c.ops.registry import defop, lowers
+from pt2c.ops.shape import make_strided
+from pt2c.ops.util import contiguous_strides
+
+
+# ---------------------------------------------------------------- matmul
+
+def _ref_matmul(node: Node, a: np.ndarray, b: np.ndarray, *extra: np.ndarray) -> np.ndarray:
+    if node.attrs.get("b_packed"):
+        b = node.attrs["_b_unpacked"]
+    y = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
+    return epilogue_ref(node, y, list(extra), -1)
+
+
+def _emit_matmul(em: EmitCtx, node: Node) -> None:
+    a_v, b_v = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    M, N = out.shape[-2], out.shape[-1]
+    K = matmul_k(node)
+    batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
+    a_view = node.attrs.get("a_strides")  # (batch stride, row stride, col stride) when a is a strided view
+    b_view = node.attrs.get("b_strides")
+    sa = a_view or ((M * K if len(a_v.shape) > 2 else 0), K, 1)
+    if node.attrs.get("b_packed"):
+        sb = (0, 0, 0)
+    else:
+        sb = b_view or ((K * N if len(b_v.shape) > 2 else 0), N, 1)
+    if len(a_v.shape) > 2 and a_view is None and batch > 1 and len(b_v.shape) == 2:
+        # [..., M, K] @ [K, N] with a contiguous: one GEMM with M*batch rows
+        M, batch, sa = M * batch, 1, (0, K, 1)
+    ep = epilogue_c(em, node, 2, 0, str(N))
+    bp = 1 if node.attrs.get("b_packed") else 0
+    scratch = em.scratch(node)
+    A, B, C = em.ptr(a_v), em.ptr(b_v), em.ptr(out)
+    if batch == 1:
+        em.line(f"pt2c_sgemm({C}, {N}, {A}, {sa[1]}, {sa[2]}, 0, {B}, {sb[1]}, {sb[2]}, {bp}, {M}, {N}, {K}, {ep}, {scratch});")
+        return
+    em.line(f"for (int b = 0; b < {batch}; b++) {{")
+    if ep != "NULL" and node.attrs.get("has_residual"):
+        em.line(f"    ep.residual = {em.ptr(node.inputs[-1])} + (size_t)b * {M * N};")
+    em.line(f"    pt2c_sgemm({C} + (size_t)b * {M * N}, {N}, {A} + (size_t)b * {sa[0]}, {sa[1]}, {sa[2]}, 0, "
+            f"{B} + (size_t)b * {sb[0]}, {sb[1]}, {sb[2]}, {bp}, {M}, {N}, {K}, {ep}, {scratch});")
+    em.line("}")
+
+
+def matmul_k(node: Node) -> int:
+    """The contraction size K.  Recorded at lowering ("k"): fuse_views may replace a strided
+    operand by its source (a_strides / b_strides), whose shape is not the logical [.., M, K]."""
+    if "k" in node.attrs:
+        return int(node.attrs["k"])
+    return node.inputs[0].shape[-1]
+
+
+def _matmul_scratch(node: Node) -> int:
+    # the emitted calls are either one GEMM with the batch folded into M, or one per batch
+    # element with M rows; the scratch is not monotone in M, so plan for both
+    M, N, K = _matmul_dims(node)
+    bp = bool(node.attrs.get("b_packed"))
+    return 4 * max(gemm_scratch_floats(M, N, K, b_packed=bp),
+                   gemm_scratch_floats(node.outputs[0].shape[-2], N, K, b_packed=bp))
+
+
+def gemm_scratch_floats(M: int, N: int, K: int, b_packed: bool = False) -> int:
+    """Mirror of pt2c_sgemm_scratch_floats_ex (kernels/gemm.c; A unpacked): computed here so the
+    workspace plan is known at compile time.  Upper bound; the C side asserts it fits."""
+    return sgemm_scratch_floats(M, N, K, b_packed=b_packed)
+
+
+def _matmul_dims(node: Node) -> tuple[int, int, int]:
+    out = node.outputs[0]
+    M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
+    if len(out.shape) > 2:
+        M *= int(np.prod(out.shape[:-2]))  # covers the batch-folded single GEMM (an upper bound otherwise)
+    return M, N, K
+
+
+def _describe_matmul(node: Node) -> str:
+    a = node.attrs
+    return ("matmul" + (" +bias" if a.get("has_bias") else "") + (" +residual" if a.get("has_residual") else "")
+            + (f" +{a['act']}" if a.get("act") else "") + (" (packed weights)" if a.get("b_packed") else ""))
+
+
+defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch,
+      scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats_ex(%d, %d, %d, 0, %d)" % (
+          *_matmul_dims(n), 1 if n.attrs.get("b_packed") else 0),
+      flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n), describe=_describe_matmul)
+
+
+def make_matmul(ctx: LowerCtx, a: Value, b: Value, bias: Value | None, out: Value) -> Value:
+    ins = [a, b] + ([bias] if bias is not None else [])
+    ctx.emit("matmul", ins, {"has_bias": bias is not None, "k": int(a.shape[-1])}, [out])
+    return out
+
+
+def _as_float(ctx: LowerCtx, v: Value) -> None:
+    if v.dtype != "float32":
+        ctx.fail(f"matrix products are implemented for float32 only (got {v.dtype})")
+
+
+@lowers("aten.mm.default", "aten.bmm.default")
+def _lower_mm(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, y = a["self"], a["mat2"]
+    _as_float(ctx, x)
+    return make_matmul(ctx, x, y, None, ctx.out())
+
+
+@lowers("aten.addmm.default")
+def _lower_addmm(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    bias, x, w = a["self"], a["mat1"], a["mat2"]
+    _as_float(ctx, x)
+    beta, alpha = a.get("beta", 1), a.get("alpha", 1)
+    out = ctx.out()
+    if beta == 1 and alpha == 1 and bias.shape in ((out.shape[-1],), (1, out.shape[-1])):
+        if bias.shape != (out.shape[-1],):
+            bias = ctx.view(bias, (out.shape[-1],))
+        return make_matmul(ctx, x, w, bias, out)
+    mm = make_matmul(ctx, x, w, None, ctx.new("mm", out.shape, out.dtype))
+    if alpha != 1:
+        mm = make_ew(ctx, "mul", [mm, alpha], out=ctx.new("mm_scaled", out.shape, out.dtype))
+    if beta != 1:
+        bias = make_ew(ctx, "mul", [bias, beta], out=ctx.new("bias_scaled", bias.shape, bias.dtype))
+    return make_ew(ctx, "add", [mm, bias], out=out)
+
+
+@lowers("aten.linear.default")
+def _lower_linear(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    x, w, bias = a["input"], a["weight"], a.get("bias")
+    _as_float(ctx, x)
+    out = ctx.out()
+    wt = ctx.transpose(w)
+    if len(x.shape) > 2:
+        # fold leading dims into M: x is dense, so this is a view
+        M = int(np.prod(x.shape[:-1]))
+        x2 = ctx.view(x, (M, x.shape[-1]))
+        o2 = make_matmul(ctx, x2, wt, bias, ctx.new("linear", (M, out.shape[-1]), "float32"))
+        return ctx.view(o2, out.shape, out=out)
+    if len(x.shape) == 1:
+        x2 = ctx.view(x, (1, x.shape[0]))
+        o2 = make_matmul(ctx, x2, wt, bias, ctx.new("linear", (1, out.shape[-1]), "float32"))
+        return ctx.view(o2, out.shape, out=out)
+    return make_matmul(ctx, x, wt, bias, out)
+
+
+# ---------------------------------------------------------------- attention
+
+def _ref_sdpa(node: Node, q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np.ndarray) -> np.ndarray:
+    at = node.attrs
+    H, Hkv = q.shape[-3], k.shape[-3]
+    if Hkv != H:
+        k = np.repeat(k, H // Hkv, axis=-3)
+        v = np.repeat(v, H // Hkv, axis=-3)
+    s = np.matmul(q.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2)) * at["scale"]
+    if at["causal"]:
+        Lq, Lk = s.shape[-2:]
+        s = np.where(np.tril(np.ones((Lq, Lk), bool)), s, -np.inf)
+    if mask:
+        m = mask[0]
+        s = np.where(m, s, -np.inf) if m.dtype == np.bool_ else s + m
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    return np.matmul(p, v.astype(np.float64)).astype(np.float32)
+
+
+def _emit_sdpa(em: EmitCtx, node: Node) -> None:
+    q, k, v = node.inputs[:3]
+    out = node.outputs[0]
+    B, H, Lq, D = q.shape
+    Hkv, Lk, Dv = k.shape[1], k.shape[2], v.shape[3]
+    madd, mbool, strides = "NULL", "NULL", ["0"] * 4
+    if len(node.inputs) > 3:
+        m = node.inputs[3]
+        ms = m.shape
+        full = (1,) * (4 - len(ms)) + tuple(ms)
+        cs = contiguous_strides(full)
+        strides = [str(0 if full[i] == 1 else cs[i]) for i in range(4)]
+        if m.dtype == "bool":
+            mbool = em.ptr(m)
+        else:
+            madd = em.ptr(m)
+    em.line(f"pt2c_sdpa({em.ptr(out)}, {em.ptr(q)}, {em.ptr(k)}, {em.ptr(v)}, {madd}, {mbool}, {', '.join(strides)}, "
+            f"{B}, {H}, {Hkv}, {Lq}, {Lk}, {D}, {Dv}, {em.flt(node.attrs['scale'])}, {int(node.attrs['causal'])}, {em.scratch(node)});")
+
+
+def _sdpa_scratch(node: Node) -> int:
+    q, k, v = node.inputs[:3]
+    return 4 * sdpa_scratch_floats(q.shape[2], k.shape[2], q.shape[3], v.shape[3])
+
+
+defop("sdpa", _ref_sdpa, _emit_sdpa, kernels=("attention",), scratch=_sdpa_scratch,
+      scratch_c=lambda n: "4 * pt2c_sdpa_scratch_floats(%d, %d, %d, %d)" % (
+          n.inputs[0].shape[2], n.inputs[1].shape[2], n.inputs[0].shape[3], n.inputs[2].shape[3]),
+      flops=lambda n: 4 * n.inputs[0].numel * n.inputs[1].shape[-2])
+
+
+def _sdpa_bcast_kv(ctx: LowerCtx, q: Value, k: Value, v: Value) -> list[Value]:
+    """Broadcast size-1 batch (and head) dims of 4-d key/value to the query's, as torch does.
+
+    One head shared by both key and value (multi-query attention) stays as is: the kernel's GQA
+    indexing (kv head = h / (H / Hkv)) reads that head for every query head."""
+    mqa = k.shape[1] == 1 and v.shape[1] == 1
+    res = []
+    for hint, t in (("kb", k), ("vb", v)):
+        shape = list(t.shape)
+        if shape[0] == 1:
+            shape[0] = q.shape[0]
+        if shape[1] == 1 and not mqa:
+            shape[1] = q.shape[1]
+        if tuple(shape) != t.shape:
+            st = contiguous_strides(t.shape)
+            strides = tuple(0 if t.shape[i] != shape[i] else st[i] for i in range(4))
+            t = make_strided(ctx, t, ctx.new(hint, tuple(shape), t.dtype), strides, 0)
+        res.append(t)
+    return res
+
+
+@lowers("aten.scaled_dot_product_attention.default")
+def _lower_sdpa(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    q, k, v, mask = a["query"], a["key"], a["value"], a.get("attn_mask")
+    out = ctx.out()
+    if a.get("dropout_p", 0.0) not in (0, 0.0):
+        ctx.fail("scaled_dot_product_attention with dropout_p > 0 (inference only: call model.eval())")
+    if len(q.shape) == 3 and len(k.shape) == 3 and len(v.shape) == 3 and q.dtype == "float32":
+        # [B, L, D]: one head
+        q, k, v = (ctx.view(t, (1, *t.shape)) for t in (q, k, v))
+        k, v = _sdpa_bcast_kv(ctx, q, k, v)
+        if mask is not None and len(mask.shape) == 3:
+            mask = ctx.view(mask, (1, *mask.shape))
+        y = ctx.new("attn4", (1, *out.shape), "float32")
+        ins = [q, k, v] + ([mask] if mask is not None else [])
+        if mask is not None and mask.dtype not in ("bool", "float32"):
+            ctx.fail(f"attention mask dtype {mask.dtype} (expected bool or float32)")
+        scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+        ctx.emit("sdpa", ins, {"scale": float(scale), "causal": bool(a.get("is_causal", False))}, [y])
+        return ctx.view(y, out.shape, out=out)
+    if len(q.shape) != 4 or q.dtype != "float32":
+        ctx.fail("scaled_dot_product_attention is supported for 4-d float32 [B, H, L, D] inputs")
+    if len(k.shape) == 4 and len(v.shape) == 4:
+        k, v = _sdpa_bcast_kv(ctx, q, k, v)
+    if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0] \
+            or k.shape[1] != v.shape[1]:
+        ctx.fail("scaled_dot_product_attention: key/value batch or head dims do not match the query's")
+    if k.shape[1] != q.shape[1] and not a.get("enable_gqa") and k.shape[1] != 1:
+        ctx.fail("key/value heads differ from query heads without enable_gqa")
+    scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+    ins = [q, k, v]
+    if mask is not None:
+        if mask.dtype not in ("bool", "float32"):
+            ctx.fail(f"attention mask dtype {mask.dtype} (expected bool or float32)")
+        ins.append(mask)
+    ctx.emit("sdpa", ins, {"scale": float(scale), "causal": bool(a.get("is_causal", False))}, [out])
+    return out
