@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from pt2c.version import __version__  # noqa: F401 (re-exported)
 
 from typing import TYPE_CHECKING, Any
 

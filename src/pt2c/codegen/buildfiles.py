@@ -389,7 +389,7 @@ Libs.private: @_@name@_pc_libs_private@
 
 
 def pkgconfig_in(name: str, target: Target) -> str:
-    from pt2c import __version__
+    from pt2c.version import __version__
 
     # Only @name@/@target@/@version@ are ours; @_<name>_pc_...@ are CMake's (configure_file @ONLY).
     return _fill(_PC_TEMPLATE, name=name, target=target.name, version=__version__)
@@ -460,7 +460,7 @@ def _meson_str(s: str) -> str:
 
 def meson_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True,
                 variants: Variants = ()) -> str:
-    from pt2c import __version__
+    from pt2c.version import __version__
 
     vlibs = ""
     link_whole = ""

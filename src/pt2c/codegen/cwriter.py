@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c import __version__
+from pt2c.version import __version__
 from pt2c.codegen.buildfiles import write_build_files
 from pt2c.codegen.escape import c_comment, c_string
 from pt2c.codegen.cppheader import write_cpp_header

@@ -41,7 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pt2c import __version__
+from pt2c.version import __version__
 from pt2c.errors import ModelNameError, OutputError
 
 MARKER = ".pt2c-files"
