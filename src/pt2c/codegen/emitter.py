@@ -6,7 +6,10 @@ primitives here, the `EmitCtx` protocol (pt2c/ops/context.py): em.line, em.ptr, 
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
+from importlib import resources
 
 import numpy as np
 
@@ -35,6 +38,61 @@ def collapse(shape: tuple[int, ...], strides: list[tuple[int, ...]]) -> tuple[li
     return [n for n, _ in out], [[st[k] for _, st in out] for k in range(len(strides))]
 
 
+@functools.lru_cache(maxsize=1)
+def kernel_params() -> dict[str, list[str]]:
+    """Parameter names of every kernel function, read from the kernel sources' prototypes
+    (`PT2C_KERNEL <type> pt2c_xxx(...)`): the C is the one place that names them."""
+    params: dict[str, list[str]] = {}
+    kdir = resources.files("pt2c.kernels")
+    for f in sorted(p.name for p in kdir.iterdir() if p.name.endswith((".c", ".h"))):
+        text = (kdir / f).read_text()
+        for m in re.finditer(r"PT2C_KERNEL\s+[\w\s\*]*?\b(pt2c_\w+)\s*\(([^)]*)\)\s*\{", text):
+            names = [re.findall(r"\w+", a)[-1] for a in m.group(2).split(",") if re.findall(r"\w+", a)]
+            params.setdefault(m.group(1), names if names != ["void"] else [])
+    return params
+
+
+_CALL = re.compile(r"(pt2c_\w+)\((.*)\);(.*)")
+_LITERAL = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?f?u?|NULL|PT2C_ACT_\w+)")
+
+
+def _split_args(args: str) -> list[str]:
+    """Top-level comma-separated arguments of a C call."""
+    out, depth, cur = [], 0, ""
+    for ch in args:
+        depth += (ch in "([{") - (ch in ")]}")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if cur.strip() else out
+
+
+def named_args(stmt: str, indent: int = 0, width: int = 110) -> str:
+    """A kernel call statement with every literal argument named after the kernel's parameter
+    (`pt2c_sgemm(c, /*ldc=*/96, a, ...)`), wrapped at `width` columns; other lines unchanged."""
+    m = _CALL.fullmatch(stmt)
+    names = kernel_params().get(m.group(1)) if m else None
+    if m is None or names is None:
+        return stmt
+    args = _split_args(m.group(2))
+    if len(args) != len(names):
+        return stmt
+    args = [f"/*{n}=*/{a}" if _LITERAL.fullmatch(a) else a for n, a in zip(names, args)]
+    head, tail = f"{m.group(1)}(", f");{m.group(3)}"
+    lines, cur = [], head
+    for i, a in enumerate(args):
+        piece = a + (", " if i < len(args) - 1 else "")
+        if len(cur) + len(piece.rstrip()) + indent > width and cur.strip() != head:
+            lines.append(cur.rstrip())
+            cur = " " * len(head) + piece
+        else:
+            cur += piece
+    lines.append(cur.rstrip() + tail)
+    return ("\n" + " " * indent).join(lines)
+
+
 class Emitter:
     def __init__(self, g: Graph, plan: MemoryPlan, const_offsets: dict[int, int]):
         self.g = g
@@ -44,10 +102,12 @@ class Emitter:
         self.indent = 1
         self.declared: dict[int, str] = {}
         self.errors: set[str] = set()
+        self.uses_scratch = False
 
     # ------------------------------------------------------------ primitives
     def line(self, s: str) -> None:
-        self.lines.append("    " * self.indent + s if s else "")
+        pad = "    " * self.indent
+        self.lines.append(pad + named_args(s, len(pad)) if s else "")
 
     @staticmethod
     def flt(x: float) -> str:
@@ -87,7 +147,9 @@ class Emitter:
         self.declared[id(v)] = v.name
 
     def scratch(self, node: Node) -> str:
-        return f"(float *)(ws + {self.plan.arena_bytes})"
+        """The kernels' scratch region (after the tensor arena), declared once at the top of the run."""
+        self.uses_scratch = True
+        return "scratch"
 
     # ------------------------------------------------------------ strided loops
     def strided_loop(self, shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]],
@@ -162,4 +224,7 @@ class Emitter:
                 self.line(stmt)
             else:
                 self.line("}")
+        if self.uses_scratch:
+            self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
+                                 "/* kernel scratch: GEMM packing, im2col, attention tiles */")
         return self.lines

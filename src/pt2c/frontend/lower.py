@@ -7,6 +7,7 @@ semantics) and become constants.  Every unsupported op is collected and reported
 from __future__ import annotations
 
 import keyword
+import os
 import operator
 import re
 from typing import Any, NoReturn
@@ -56,6 +57,15 @@ def torch_dtype(t: Any) -> str:
     return name
 
 
+def _is_torch_frame(path: str) -> bool:
+    """A frame of torch itself: under this process's torch, or under an installed torch on the machine
+    that exported the program (its paths are recorded in the stack trace)."""
+    import torch
+
+    here = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    return path.startswith(here) or re.search(r"[/\\](site|dist)-packages[/\\]torch[/\\]", path) is not None
+
+
 def origin_of(node: Any) -> Origin:
     stack = node.meta.get("nn_module_stack") or {}
     path, mtype = "", ""
@@ -69,7 +79,9 @@ def origin_of(node: Any) -> Origin:
     source = ""
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
-    user = [f for f in frames if "/torch/" not in f[0] and "/transformers/" not in f[0]] or frames
+    # the innermost frame outside torch: the model's own source (a transformers model's modeling_*.py
+    # line, not the wrapper that called the model)
+    user = [f for f in frames if not _is_torch_frame(f[0])] or frames
     if user:
         f, line, code = user[-1]
         source = f"{f.rsplit('/', 1)[-1]}:{line}: {code.strip()}"

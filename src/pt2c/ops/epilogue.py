@@ -54,5 +54,10 @@ def epilogue_c(em: EmitCtx, node: Node, first_extra: int, bias_per_row: int, ldr
     res = em.ptr(node.inputs[i]) if a.get("has_residual") else "NULL"
     act = ACTS[a.get("act")]
     lo, hi = em.flt(a.get("lo", 0.0)), em.flt(a.get("hi", 0.0))
-    em.line(f"pt2c_epilogue {var} = {{ {bias}, {bias_per_row}, {res}, {ldr if res != 'NULL' else '0'}, {act}, {lo}, {hi} }};")
+    fields = [f".bias = {bias}"] if bias != "NULL" else []
+    fields += [".bias_per_row = 1"] if bias != "NULL" and bias_per_row else []
+    fields += [f".residual = {res}", f".ldr = {ldr}"] if res != "NULL" else []
+    fields += [f".act = {act}"] if a.get("act") else []
+    fields += [f".lo = {lo}", f".hi = {hi}"] if a.get("act") == "clamp" else []
+    em.line(f"pt2c_epilogue {var} = {{ {', '.join(fields)} }};")  # the fields not named are 0 / NULL
     return "&" + var

@@ -46,8 +46,9 @@ def fold_batchnorm(g: Graph) -> Graph:
                       (old_b * scale + shift).astype(np.float32))
         n.inputs = [n.inputs[0], new_w, new_b]
         n.attrs["has_bias"] = True
-        # the conv now produces the affine's output value
+        # the conv now produces the affine's output value, under the conv's name
         out = u.outputs[0]
+        out.name = n.outputs[0].name
         n.outputs = [out]
         out.producer = n
         drop.add(id(u))
@@ -110,6 +111,7 @@ def fuse_epilogues(g: Graph) -> Graph:
             else:
                 n.outputs = [out]
                 out.producer = n
+                out.name = y.name  # the buffer is the product's (conv1, not the relu fused into it)
             g.nodes = [m for m in g.nodes if m is not u]
             changed = True
             break
