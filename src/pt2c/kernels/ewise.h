@@ -3,23 +3,9 @@
 #define PT2C_EWISE_H
 
 #include "common.h"
+#include "epilogue.h"
 
-#define PT2C_INLINE static PT2C_UNUSED inline
-
-/* GELU, erf form (torch.nn.functional.gelu default) */
-PT2C_INLINE float pt2c_gelu_float(float x) { return 0.5f * x * (1.0f + pt2c_erf(x * 0.70710678118654752f)); }
-PT2C_INLINE double pt2c_gelu_double(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752)); }
-/* GELU, tanh approximation (approximate="tanh") */
-PT2C_INLINE float pt2c_gelu_tanh_float(float x) {
-    return 0.5f * x * (1.0f + pt2c_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-}
-PT2C_INLINE double pt2c_gelu_tanh_double(double x) {
-    return 0.5 * x * (1.0 + tanh(0.79788456080286536 * (x + 0.044715 * x * x * x)));
-}
-PT2C_INLINE float pt2c_hardsigmoid_float(float x) { return x <= -3.0f ? 0.0f : x >= 3.0f ? 1.0f : x / 6.0f + 0.5f; }
-PT2C_INLINE double pt2c_hardsigmoid_double(double x) { return x <= -3.0 ? 0.0 : x >= 3.0 ? 1.0 : x / 6.0 + 0.5; }
-PT2C_INLINE float pt2c_hardswish_float(float x) { return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x + 3.0f) / 6.0f; }
-PT2C_INLINE double pt2c_hardswish_double(double x) { return x <= -3.0 ? 0.0 : x >= 3.0 ? x : x * (x + 3.0) / 6.0; }
+/* (activations: epilogue.h) */
 
 /* max/min propagate NaN like torch.maximum/minimum */
 #define PT2C_MINMAX_F(T, SUF)                                                               \
