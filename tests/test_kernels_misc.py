@@ -42,7 +42,7 @@ size_t t_sdpa_scratch_floats(int Lq, int Lk, int D, int Dv)
 void t_sdpa(float *o, const float *q, const float *k, const float *v, const float *ma, const unsigned char *mb,
             long msb, long msh, long msq, long msk, int B, int H, int Hkv, int Lq, int Lk, int D, int Dv,
             float scale, int causal, float *scratch)
-{ pt2c_sdpa(o, q, k, v, ma, mb, msb, msh, msq, msk, B, H, Hkv, Lq, Lk, D, Dv, scale, causal, scratch); }
+{ pt2c_sdpa(o, q, k, v, ma, mb, msb, msh, msq, msk, B, H, Hkv, Lq, Lk, D, Dv, scale, causal, NULL, scratch); }
 
 void t_maxpool2d(float *o, const float *x, int NC, int H, int W, int KH, int KW, int sh, int sw,
                  int ph, int pw, int dh, int dw, int OH, int OW)

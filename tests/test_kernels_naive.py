@@ -109,12 +109,18 @@ void t_pwdw(int naive, float *out, const float *in, const float *w1, const float
                                                           s[14], scratch);
 }
 size_t t_sdpa_scratch(int Lq, int Lk, int D, int Dv) { return pt2c_sdpa_scratch_floats(Lq, Lk, D, Dv); }
-/* s: B H Hkv Lq Lk D Dv causal; ms: the mask's 4 strides */
+/* s: B H Hkv Lq Lk D Dv causal; ms: the mask's 4 strides; lay: 12 strides (q, k, v, out: batch, head,
+   row) or NULL (dense) */
 void t_sdpa(int naive, float *o, const float *q, const float *k, const float *v, const float *ma,
-            const unsigned char *mb, const long *ms, const int *s, float scale, float *scratch)
+            const unsigned char *mb, const long *ms, const int *s, float scale, const long *lay, float *scratch)
 {
+    pt2c_sdpa_layout l;
+    if (lay) {
+        l.q.b = lay[0], l.q.h = lay[1], l.q.r = lay[2], l.k.b = lay[3], l.k.h = lay[4], l.k.r = lay[5];
+        l.v.b = lay[6], l.v.h = lay[7], l.v.r = lay[8], l.out.b = lay[9], l.out.h = lay[10], l.out.r = lay[11];
+    }
     (naive ? pt2c_sdpa_naive : pt2c_sdpa)(o, q, k, v, ma, mb, ms[0], ms[1], ms[2], ms[3], s[0], s[1], s[2], s[3],
-                                          s[4], s[5], s[6], scale, s[7], scratch);
+                                          s[4], s[5], s[6], scale, s[7], lay ? &l : NULL, scratch);
 }
 /* s: NC H W KH KW sh sw ph pw dh dw OH OW cip div */
 void t_maxpool(int naive, float *o, const float *x, const int *s)
@@ -157,7 +163,7 @@ def _build(tmp: Path, cc: str, name: str, flags: list[str]) -> ctypes.CDLL:
     dll.t_sdpa_scratch.restype, dll.t_sdpa_scratch.argtypes = z, [i, i, i, i]
     dll.t_conv.argtypes = [i, p, p, p, p, p, i, f, f, p, p]
     dll.t_pwdw.argtypes = [i, p, p, p, p, i, p, p, p, i, p, p]
-    dll.t_sdpa.argtypes = [i, p, p, p, p, p, p, p, p, f, p]
+    dll.t_sdpa.argtypes = [i, p, p, p, p, p, p, p, p, f, p, p]
     dll.t_maxpool.argtypes = dll.t_avgpool.argtypes = [i, p, p, p]
     return dll
 
@@ -378,7 +384,7 @@ def test_sdpa_vs_naive(libs, build, case):
     def run(naive, floats):
         out = np.full((b, h, lq, dv), np.nan, np.float32)
         scratch = np.full(max(1, floats), np.nan, np.float32)
-        lib.t_sdpa(naive, _ptr(out), _ptr(q), _ptr(k), _ptr(v), _ptr(ma), _ptr(mb), _ptr(ms), _ptr(s), scale,
+        lib.t_sdpa(naive, _ptr(out), _ptr(q), _ptr(k), _ptr(v), _ptr(ma), _ptr(mb), _ptr(ms), _ptr(s), scale, None,
                    _ptr(scratch))
         return out
 
@@ -386,6 +392,36 @@ def test_sdpa_vs_naive(libs, build, case):
     _close(run(0, lib.t_sdpa_scratch(lq, lk, d, dv)), ref, DIRECT_TOL, f"sdpa {case}")
     if mask == "bool":
         assert not ref[:, :, 1, :].any()
+
+
+@pytest.mark.parametrize("build", BUILD_IDS)
+@pytest.mark.parametrize("lq", [40, 2])  # the transposed-key path and the dot-product path
+def test_sdpa_strided_layout(libs, build, lq):
+    """q, k, v read in place from one fused [B, L, 3, H, D] projection (GPT-2's c_attn split into heads)
+    and the output written as [B, L, H, Dv] (the permute back): the same numbers as dense copies."""
+    lib = _lib(libs, build)
+    b, h, lk, d = 2, 3, 40, 16
+    rng = np.random.default_rng(lq)
+    qkv = rng.standard_normal((b, lk, 3, h, d)).astype(np.float32)
+    qkv_q = rng.standard_normal((b, lq, h, d)).astype(np.float32)  # queries: [B, Lq, H, D]
+    s = np.array([b, h, h, lq, lk, d, d, 1], np.int32)
+    ms = np.zeros(4, np.int64)
+    # strides in floats: q from qkv_q, k and v from qkv (k at +H*D, v at +2*H*D... here k = qkv[:, :, 1])
+    lay = np.array([lq * h * d, d, h * d,                 # q [B, Lq, H, D] read as [B, H, Lq, D]
+                    lk * 3 * h * d, d, 3 * h * d,         # k = qkv[:, :, 1] as [B, H, Lk, D]
+                    lk * 3 * h * d, d, 3 * h * d,         # v = qkv[:, :, 2]
+                    lq * h * d, d, h * d], np.int64)      # out [B, Lq, H, D]
+    dense = [np.ascontiguousarray(a.transpose(0, 2, 1, 3)) for a in (qkv_q, qkv[:, :, 1], qkv[:, :, 2])]
+    ref = np.zeros((b, h, lq, d), np.float32)
+    lib.t_sdpa(1, _ptr(ref), *(_ptr(a) for a in dense), None, None, _ptr(ms), _ptr(s), 0.25, None,
+               _ptr(np.zeros(lk, np.float32)))
+    flat = qkv.reshape(-1)
+    for naive, floats in ((1, lk), (0, lib.t_sdpa_scratch(lq, lk, d, d))):
+        out = np.full((b, lq, h, d), np.nan, np.float32)
+        kp, vp = flat[h * d:], flat[2 * h * d:]
+        lib.t_sdpa(naive, _ptr(out), _ptr(qkv_q), _ptr(kp), _ptr(vp), None, None, _ptr(ms), _ptr(s), 0.25, _ptr(lay),
+                   _ptr(np.full(max(1, floats), np.nan, np.float32)))
+        _close(out.transpose(0, 2, 1, 3), ref, DIRECT_TOL, f"sdpa strided naive={naive} lq={lq}")
 
 
 # ---------------------------------------------------------------- pooling
@@ -463,7 +499,8 @@ def test_naive_references_match_torch(libs):
     q, k, v = (rng.standard_normal(sh).astype(np.float32) for sh in ((b, h, lq, d), (b, hkv, lk, d), (b, hkv, lk, dv)))
     out = np.zeros((b, h, lq, dv), np.float32)
     lib.t_sdpa(1, _ptr(out), _ptr(q), _ptr(k), _ptr(v), None, None, _ptr(np.zeros(4, np.int64)),
-               _ptr(np.array([b, h, hkv, lq, lk, d, dv, 1], np.int32)), float(d**-0.5), _ptr(np.zeros(lk, np.float32)))
+               _ptr(np.array([b, h, hkv, lq, lk, d, dv, 1], np.int32)), float(d**-0.5), None,
+               _ptr(np.zeros(lk, np.float32)))
     t = [torch.from_numpy(a).double() for a in (q, k, v)]
     ref = F.scaled_dot_product_attention(t[0], t[1].repeat_interleave(2, 1), t[2].repeat_interleave(2, 1),
                                          is_causal=True).numpy()

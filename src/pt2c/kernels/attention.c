@@ -105,7 +105,7 @@ PT2C_KERNEL float pt2c_sdpa_dot(const float *PT2C_RESTRICT a, const float *PT2C_
 /* S[r][c] = q_r . kt[:][c] for R rows and NV vectors of keys, from the transposed key tile
  * kt[D][bk]: R x NV accumulators in registers over the whole D loop (R, NV are constants at
  * every call, so the loops unroll and the arrays live in registers). */
-PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q,
+PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q, long qs,
                                             const float *PT2C_RESTRICT kt, int D, int bk, const int R, const int NV)
 {
     pt2c_sdpa_v acc[6][2], kv[2];
@@ -115,7 +115,7 @@ PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float 
     for (d = 0; d < D; d++) {
         for (v = 0; v < NV; v++) kv[v] = PT2C_SDPA_V_LOAD(kt + (size_t)d * bk + v * PT2C_SDPA_LANES);
         for (r = 0; r < R; r++) {
-            const pt2c_sdpa_v qv = PT2C_SDPA_V_SET1(q[(size_t)r * D + d]);
+            const pt2c_sdpa_v qv = PT2C_SDPA_V_SET1(q[(size_t)r * qs + d]);
             for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], qv, kv[v]);
         }
     }
@@ -125,14 +125,15 @@ PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float 
 
 /* A[r][c] += sum_j P[r][j] V[j][c] for R rows and NV vectors of columns (as above). */
 PT2C_SDPA_INLINE void pt2c_sdpa_pv_tile(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT P,
-                                        const float *PT2C_RESTRICT V, int nk, int Dv, int bk, const int R, const int NV)
+                                        const float *PT2C_RESTRICT V, long vs, int nk, int Dv, int bk, const int R,
+                                        const int NV)
 {
     pt2c_sdpa_v acc[6][2], vv[2];
     int r, v, j;
     for (r = 0; r < R; r++)
         for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_LOAD(A + (size_t)r * Dv + v * PT2C_SDPA_LANES);
     for (j = 0; j < nk; j++) {
-        for (v = 0; v < NV; v++) vv[v] = PT2C_SDPA_V_LOAD(V + (size_t)j * Dv + v * PT2C_SDPA_LANES);
+        for (v = 0; v < NV; v++) vv[v] = PT2C_SDPA_V_LOAD(V + (size_t)j * vs + v * PT2C_SDPA_LANES);
         for (r = 0; r < R; r++) {
             const pt2c_sdpa_v pv = PT2C_SDPA_V_SET1(P[(size_t)r * bk + j]);
             for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], pv, vv[v]);
@@ -143,33 +144,33 @@ PT2C_SDPA_INLINE void pt2c_sdpa_pv_tile(float *PT2C_RESTRICT A, const float *PT2
 }
 
 /* One block of R rows (6, 4 or 1) over all nk16 keys: 2 vectors at a time, then 1. */
-PT2C_SDPA_INLINE void pt2c_sdpa_scores_rows(float *S, const float *q, const float *kt, int nk16, int D, int bk,
-                                            const int R)
+PT2C_SDPA_INLINE void pt2c_sdpa_scores_rows(float *S, const float *q, long qs, const float *kt, int nk16, int D,
+                                            int bk, const int R)
 {
     int j = 0;
-    for (; j + 2 * PT2C_SDPA_LANES <= nk16; j += 2 * PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, kt + j, D, bk, R, 2);
-    for (; j < nk16; j += PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, kt + j, D, bk, R, 1);
+    for (; j + 2 * PT2C_SDPA_LANES <= nk16; j += 2 * PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, 2);
+    for (; j < nk16; j += PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, 1);
 }
 
-PT2C_SDPA_INLINE void pt2c_sdpa_pv_rows(float *A, const float *P, const float *V, int nk, int cvec, int Dv, int bk,
-                                        const int R)
+PT2C_SDPA_INLINE void pt2c_sdpa_pv_rows(float *A, const float *P, const float *V, long vs, int nk, int cvec, int Dv,
+                                        int bk, const int R)
 {
     int c = 0;
-    for (; c + 2 * PT2C_SDPA_LANES <= cvec; c += 2 * PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, nk, Dv, bk, R, 2);
-    for (; c < cvec; c += PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, nk, Dv, bk, R, 1);
+    for (; c + 2 * PT2C_SDPA_LANES <= cvec; c += 2 * PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, 2);
+    for (; c < cvec; c += PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, 1);
 }
 #endif
 
-/* S[i][j] = q_i . k_j for nq rows and nk16 keys (a multiple of NR), from the
+/* S[i][j] = q_i . k_j for nq rows (q_i at q + i * qs) and nk16 keys (a multiple of NR), from the
  * transposed key tile kt[D][bk]. */
-PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q,
+PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q, long qs,
                                   const float *PT2C_RESTRICT kt, int nq, int nk16, int D, int bk)
 {
     int i = 0;
 #if defined(PT2C_SDPA_LANES)
-    for (; i + 6 <= nq; i += 6) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 6);
-    for (; i + 4 <= nq; i += 4) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 4);
-    for (; i < nq; i++) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * D, kt, nk16, D, bk, 1);
+    for (; i + 6 <= nq; i += 6) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 6);
+    for (; i + 4 <= nq; i += 4) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 4);
+    for (; i < nq; i++) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 1);
 #else
     /* MR x NR accumulators (fixed-size arrays the compiler fully unrolls) */
     for (; i + PT2C_SDPA_MR <= nq; i += PT2C_SDPA_MR)
@@ -178,7 +179,7 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
             for (int d = 0; d < D; d++) {
                 const float *kd = kt + (size_t)d * bk + j;
                 for (int r = 0; r < PT2C_SDPA_MR; r++) {
-                    float qv = q[(size_t)(i + r) * D + d];
+                    float qv = q[(size_t)(i + r) * qs + d];
                     for (int c = 0; c < PT2C_SDPA_NR; c++)
                         acc[r][c] += qv * kd[c];
                 }
@@ -191,7 +192,7 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
             float acc[PT2C_SDPA_NR] = {0};
             for (int d = 0; d < D; d++) {
                 const float *kd = kt + (size_t)d * bk + j;
-                float qv = q[(size_t)i * D + d];
+                float qv = q[(size_t)i * qs + d];
                 for (int c = 0; c < PT2C_SDPA_NR; c++)
                     acc[c] += qv * kd[c];
             }
@@ -200,17 +201,17 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
 #endif
 }
 
-/* A[i][:] += sum_j P[i][j] * V[j][:] for nq rows, nk keys, Dv columns; blocks of
- * rows by columns of A are kept in registers over the key loop. */
+/* A[i][:] += sum_j P[i][j] * V[j][:] for nq rows, nk keys (V[j] at V + j * vs), Dv columns; blocks
+ * of rows by columns of A are kept in registers over the key loop. */
 PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT P,
-                              const float *PT2C_RESTRICT V, int nq, int nk, int Dv, int bk)
+                              const float *PT2C_RESTRICT V, long vs, int nq, int nk, int Dv, int bk)
 {
     int i = 0, cfull;
 #if defined(PT2C_SDPA_LANES)
     cfull = Dv / PT2C_SDPA_LANES * PT2C_SDPA_LANES;
-    for (; i + 6 <= nq; i += 6) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 6);
-    for (; i + 4 <= nq; i += 4) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 4);
-    for (; i < nq; i++) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, nk, cfull, Dv, bk, 1);
+    for (; i + 6 <= nq; i += 6) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 6);
+    for (; i + 4 <= nq; i += 4) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 4);
+    for (; i < nq; i++) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 1);
 #else
     cfull = Dv / PT2C_SDPA_NR * PT2C_SDPA_NR;
     for (; i + PT2C_SDPA_MR <= nq; i += PT2C_SDPA_MR)
@@ -219,7 +220,7 @@ PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT
             for (int r = 0; r < PT2C_SDPA_MR; r++)
                 memcpy(acc[r], A + (size_t)(i + r) * Dv + c0, sizeof acc[r]);
             for (int j = 0; j < nk; j++) {
-                const float *vj = V + (size_t)j * Dv + c0;
+                const float *vj = V + (size_t)j * vs + c0;
                 for (int r = 0; r < PT2C_SDPA_MR; r++) {
                     float p = P[(size_t)(i + r) * bk + j];
                     for (int c = 0; c < PT2C_SDPA_NR; c++)
@@ -238,18 +239,37 @@ PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT
         float *a = A + (size_t)r * Dv;
         for (int j = 0; j < nk; j++) {
             float p = P[(size_t)r * bk + j];
-            const float *vj = V + (size_t)j * Dv;
+            const float *vj = V + (size_t)j * vs;
             for (int c = c0; c < Dv; c++)
                 a[c] += p * vj[c];
         }
     }
 }
 
+/* Where q, k, v and out live: element strides of batch, head and row (a row's D or Dv elements are
+ * contiguous), so permuted and sliced views (a fused QKV projection split into heads) are read and
+ * written in place.  NULL: dense [B][H][L][D]. */
+typedef struct {
+    long b, h, r;
+} pt2c_sdpa_stride;
+typedef struct {
+    pt2c_sdpa_stride q, k, v, out;
+} pt2c_sdpa_layout;
+
 PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT q, const float *PT2C_RESTRICT k,
                            const float *PT2C_RESTRICT v, const float *mask_add, const unsigned char *mask_bool,
                            long msb, long msh, long msq, long msk, int B, int H, int Hkv, int Lq, int Lk, int D,
-                           int Dv, float scale, int causal, float *scratch)
+                           int Dv, float scale, int causal, const pt2c_sdpa_layout *layout, float *scratch)
 {
+    pt2c_sdpa_layout dense;
+    if (!layout) {
+        dense.q.b = (long)H * Lq * D, dense.q.h = (long)Lq * D, dense.q.r = D;
+        dense.k.b = (long)Hkv * Lk * D, dense.k.h = (long)Lk * D, dense.k.r = D;
+        dense.v.b = (long)Hkv * Lk * Dv, dense.v.h = (long)Lk * Dv, dense.v.r = Dv;
+        dense.out.b = (long)H * Lq * Dv, dense.out.h = (long)Lq * Dv, dense.out.r = Dv;
+        layout = &dense;
+    }
+    const pt2c_sdpa_stride qs = layout->q, ks = layout->k, vs = layout->v, os = layout->out;
     int bq, bk;
     pt2c_sdpa_tiles(&bq, &bk, Lq, Lk);
     size_t per_thread = pt2c_sdpa_thread_floats(Lq, Lk, D, Dv);
@@ -269,10 +289,10 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
         int hk = h / group;
         int i0 = qb * bq;
         int nq = PT2C_MIN(bq, Lq - i0);
-        const float *qp = q + ((size_t)(b * H + h) * Lq + i0) * D;
-        const float *kp = k + (size_t)(b * Hkv + hk) * Lk * D;
-        const float *vp = v + (size_t)(b * Hkv + hk) * Lk * Dv;
-        float *op = out + ((size_t)(b * H + h) * Lq + i0) * Dv;
+        const float *qp = q + b * qs.b + h * qs.h + i0 * qs.r;
+        const float *kp = k + b * ks.b + hk * ks.h;
+        const float *vp = v + b * vs.b + hk * vs.h;
+        float *op = out + b * os.b + h * os.h + i0 * os.r;
         long moff = (long)b * msb + (long)h * msh;
 
         float *ws = scratch + (size_t)PT2C_THREAD_ID() * per_thread;
@@ -294,7 +314,7 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
         int kend = causal ? PT2C_MIN(Lk, i0 + nq) : Lk;
         for (int j0 = 0; j0 < kend; j0 += bk) {
             int nk = PT2C_MIN(bk, kend - j0);
-            const float *ktile = kp + (size_t)j0 * D;
+            const float *ktile = kp + j0 * ks.r;
 
             if (transposed) {
                 int nk16 = (nk + PT2C_SDPA_NR - 1) / PT2C_SDPA_NR * PT2C_SDPA_NR, jj = 0;
@@ -305,14 +325,14 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                             const float *sp[8];
                             float *dp[8];
                             for (int t = 0; t < 8; t++) {
-                                sp[t] = ktile + (size_t)(jj + t) * D + d;
+                                sp[t] = ktile + (jj + t) * ks.r + d;
                                 dp[t] = kt + (size_t)(d + t) * bk + jj;
                             }
                             pt2c_tr8x8(dp, sp);
                         }
 #endif
                 for (; jj < nk16; jj++) {
-                    const float *kr = ktile + (size_t)jj * D;
+                    const float *kr = ktile + jj * ks.r;
                     if (jj < nk)
                         for (int d = 0; d < D; d++)
                             kt[(size_t)d * bk + jj] = kr[d];
@@ -320,11 +340,11 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                         for (int d = 0; d < D; d++)
                             kt[(size_t)d * bk + jj] = 0.0f; /* padding keys, ignored below */
                 }
-                pt2c_sdpa_scores(S, qp, kt, nq, nk16, D, bk);
+                pt2c_sdpa_scores(S, qp, qs.r, kt, nq, nk16, D, bk);
             } else {
                 for (int ii = 0; ii < nq; ii++)
                     for (int jj = 0; jj < nk; jj++)
-                        S[(size_t)ii * bk + jj] = pt2c_sdpa_dot(qp + (size_t)ii * D, ktile + (size_t)jj * D, D);
+                        S[(size_t)ii * bk + jj] = pt2c_sdpa_dot(qp + ii * qs.r, ktile + jj * ks.r, D);
             }
 
             /* scale, mask and online-softmax each row; S becomes probabilities */
@@ -411,14 +431,14 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                         a[c] *= corr;
                 }
             }
-            pt2c_sdpa_pv(acc, S, vp + (size_t)j0 * Dv, nq, nk, Dv, bk);
+            pt2c_sdpa_pv(acc, S, vp + j0 * vs.r, vs.r, nq, nk, Dv, bk);
         }
 
         for (int ii = 0; ii < nq; ii++) {
             /* fully masked rows have l == 0 and acc == 0: output zeros (torch) */
             float inv = l[ii] > 0.0f ? 1.0f / l[ii] : 0.0f;
             const float *a = acc + (size_t)ii * Dv;
-            float *o = op + (size_t)ii * Dv;
+            float *o = op + ii * os.r;
             for (int c = 0; c < Dv; c++)
                 o[c] = a[c] * inv;
         }

@@ -198,7 +198,8 @@ def _emit_sdpa(em: EmitCtx, node: Node) -> None:
         else:
             madd = em.ptr(m)
     em.line(f"pt2c_sdpa({em.ptr(out)}, {em.ptr(q)}, {em.ptr(k)}, {em.ptr(v)}, {madd}, {mbool}, {', '.join(strides)}, "
-            f"{B}, {H}, {Hkv}, {Lq}, {Lk}, {D}, {Dv}, {em.flt(node.attrs['scale'])}, {int(node.attrs['causal'])}, {em.scratch(node)});")
+            f"{B}, {H}, {Hkv}, {Lq}, {Lk}, {D}, {Dv}, {em.flt(node.attrs['scale'])}, {int(node.attrs['causal'])}, NULL, "
+            f"{em.scratch(node)});")
 
 
 def _sdpa_scratch(node: Node) -> int:
