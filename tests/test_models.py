@@ -430,7 +430,7 @@ def test_expansion_and_depthwise_conv_run_as_one_kernel(tmp_path, hw, fused):
     src = (out / "ir.c").read_text()
     assert src.count("pt2c_conv2d_pw_dw(") == fused
     assert src.count("(by groups of channels, not stored)") == fused  # both convs' comments, the first marked
-    assert ("float *t0_expand_2 =" in src) != bool(fused)  # the expanded tensor: a workspace buffer or none
+    assert ("float *t0_expand_0 =" in src) != bool(fused)  # the expanded tensor: a workspace buffer or none
     assert_outputs_close(build_and_run(out, [x.numpy()]), ref, f"{hw}x{hw}")
     assert_outputs_close(build_and_run(out, [x.numpy()], cc="clang", cflags=CLANG_CFLAGS, openmp=False), ref,
                          f"{hw}x{hw}, clang without OpenMP")

@@ -1,8 +1,10 @@
-"""The compile driver: load -> decompose -> lower -> optimize -> plan -> write."""
+"""The compile driver: load -> decompose -> lower -> optimize -> materialise outputs -> plan memory -> write,
+with one CompileOptions built here and passed to every stage that needs it."""
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,8 @@ from pt2c.errors import OutputError
 from pt2c.frontend.load import decompose, load_program
 from pt2c.frontend.lower import lower
 from pt2c.ir import Graph
-from pt2c.passes import optimize
-from pt2c.targets import get_targets
+from pt2c.options import CompileOptions
+from pt2c.passes import finish, optimize
 
 
 def default_name(model: Any) -> str:
@@ -28,13 +30,14 @@ def default_name(model: Any) -> str:
     return base[:MAX_NAME_LEN].rstrip("_")  # a long file stem is cut, not refused (an explicit name is checked)
 
 
-def to_graph(model: Any, example_inputs: tuple | None = None, name: str = "model", opt_level: int = 1,
-             winograd: bool = True) -> tuple[Graph, dict]:
+def to_graph(model: Any, example_inputs: tuple | None = None,
+             options: CompileOptions | None = None) -> tuple[Graph, dict]:
+    """The optimized graph of a model (load, decompose, lower, optimize) and its provenance."""
+    options = options or CompileOptions()
     ep, prov = load_program(model, example_inputs)
     ep = decompose(ep)
-    g = lower(ep, name)
-    g.meta["winograd"] = winograd and opt_level > 0  # read by passes/prepack.py
-    return optimize(g, level=opt_level), prov
+    g = lower(ep, options.name)
+    return optimize(g, options), prov
 
 
 def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
@@ -45,20 +48,16 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
     compile starts; force=True writes into any folder, replacing only files of the names pt2c writes).
     The artifact is written into a staging folder and moved into place at the end: whatever fails,
     out_dir is left as it was (see codegen/outdir.py)."""
-    tgts = get_targets(target)  # several x86-64 levels: one code path each, chosen at init
-    # freestanding (bare metal; implied by a freestanding preset such as cortex-m): the library must need no
-    # malloc, stdio, threads or files, so the weights are embedded as a const array and OpenMP is off.
-    freestanding = bool(freestanding or tgts[0].freestanding)
-    if freestanding:
-        embed_weights, openmp = True, False
-    name = check_name(name) if name else default_name(model)  # ModelNameError (a ValueError)
-    with OutputFolder(out_dir, force=force) as out:  # OutputError now, before the slow part
-        # Winograd 3x3 convolutions hold 4x the weights of those layers: off by default where flash is scarce
-        g, prov = to_graph(model, example_inputs, name, opt_level,
-                           winograd=not freestanding if winograd is None else winograd)
+    # the options, once: the target spec first (several x86-64 levels: one code path each, chosen at init),
+    # then the name (ModelNameError, a ValueError)
+    opts = CompileOptions.resolve(target=target, embed_weights=embed_weights, openmp=openmp, opt_level=opt_level,
+                                  command=command, freestanding=freestanding, winograd=winograd, force=force)
+    opts = replace(opts, name=check_name(name) if name else default_name(model))
+    with OutputFolder(out_dir, force=opts.force) as out:  # OutputError now, before the slow part
+        g, prov = to_graph(model, example_inputs, opts)
+        g, plan = finish(g)  # outputs materialised, memory planned: each verified
         try:
-            art = write_artifact(g, out.staging, tgts[0], embed_weights=embed_weights, openmp=openmp,
-                                 provenance=prov, command=command, variants=tgts[1:], freestanding=freestanding)
+            art = write_artifact(g, plan, out.staging, opts, provenance=prov)
         except OSError as e:  # the staging folder: disk full, quota, ...
             raise OutputError(f"writing the artifact for {out.path} failed: {e}; nothing was written") from e
         out.commit()

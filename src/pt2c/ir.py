@@ -1,5 +1,6 @@
-"""The pt2c IR: three small types (Value, Node, Graph).  The verifier and the reference interpreter,
-which need the op set, are `pt2c.ops.verify` and `pt2c.ops.eval_graph`.
+"""The pt2c IR: three small types (Value, Node, Graph), and the memory plan of a graph (Buffer,
+MemoryPlan).  The verifier and the reference interpreter, which need the op set, are
+`pt2c.ops.verify` and `pt2c.ops.eval_graph`.
 
 Shapes are static (tuples of ints).  Constants (weights, folded tensors) are Values that
 carry their numpy data.  Every Node names the PyTorch code it came from (`Origin`), so
@@ -9,6 +10,7 @@ errors and generated comments can point back at the user's model.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -145,6 +147,55 @@ class Graph:
         lines.append("  return " + ", ".join(f"%{v.name}" for v in self.outputs))
         lines.append("}")
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """Where a root value (one that is not a view) lives: the caller's input or output buffer `index`, or
+    `nbytes` (aligned) at byte `offset` of the workspace arena, live from node `first` (its write) to
+    node `last` (its last read, through any view), both included."""
+
+    kind: str  # "input" | "output" | "arena"
+    index: int = 0
+    offset: int = 0
+    nbytes: int = 0
+    first: int = 0
+    last: int = 0
+
+
+@dataclass
+class MemoryPlan:
+    """A graph's memory plan (passes/memory.py: plan_memory), in plain data keyed by value name, which
+    `pt2c.ops.verify(graph, plan)` checks: every value that is not a view or a constant has a buffer,
+    every view its root, and no two arena buffers live at the same node share a byte."""
+
+    buffers: dict[str, Buffer]  # root value name -> where it lives
+    aliases: dict[str, tuple[str, int]]  # view value name -> (root value name, element offset in the root)
+    arena_bytes: int = 0
+    scratch_bytes: int = 0  # kernel scratch, one region after the arena
+    lower_bound: int = 0  # peak of simultaneously live (aligned) arena bytes
+    align: int = 64
+    # the Values the names stand for (the emitter asks by Value); not part of the plan's data
+    values: dict[str, Value] = field(default_factory=dict, repr=False, compare=False)
+
+    def root(self, v: Value) -> Value:
+        """The value whose storage v uses (v itself unless v is a view)."""
+        a = self.aliases.get(v.name)
+        return v if a is None else self.values[a[0]]
+
+    @cached_property
+    def storage(self) -> dict[int, Buffer]:
+        """id(root Value) -> its buffer."""
+        return {id(self.values[k]): b for k, b in self.buffers.items()}
+
+    @cached_property
+    def elem_offset(self) -> dict[int, int]:
+        """id(view Value) -> its element offset in its root."""
+        return {id(self.values[k]): off for k, (_, off) in self.aliases.items()}
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.arena_bytes + self.scratch_bytes
 
 
 class VerifyError(Exception):

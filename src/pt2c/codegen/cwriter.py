@@ -11,7 +11,7 @@ import zlib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,11 +21,13 @@ from pt2c.codegen.escape import c_comment, c_string
 from pt2c.codegen.cppheader import write_cpp_header
 from pt2c.codegen.driver import write_driver
 from pt2c.codegen.emitter import Emitter
-from pt2c.ir import DTYPE_CODES, Graph, Node, Value, ctype
+from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
 from pt2c.ops import OPS
-from pt2c.ops.elementwise import e_in
-from pt2c.passes.memory import ALIGN, MemoryPlan, plan_memory
+from pt2c.passes.memory import ALIGN, MemoryPlan
 from pt2c.targets import X86_LEVELS
+
+if TYPE_CHECKING:
+    from pt2c.options import CompileOptions
 
 ABI_VERSION = 3  # 2: <name>_ctx gained `variant`, <name>_isa(); 3: init takes the workspace size + the header's signature
 WEIGHTS_FORMAT_VERSION = 1
@@ -234,7 +236,7 @@ def _kernel_deps(names: set[str]) -> list[str]:
         if f in order:
             return
         text = (kdir / f).read_text()
-        for dep in re.findall(r'#include "([a-z_]+\.[ch])"', text):
+        for dep in re.findall(r'#include "([a-z0-9_]+\.[ch])"', text):
             visit(dep)
         order.append(f)
 
@@ -252,43 +254,24 @@ def _io_names(g: Graph) -> tuple[list[str], list[str]]:
     return ins, outs
 
 
-def materialize_outputs(g: Graph) -> None:
-    """Make every graph output a distinct value the planner can place in the caller's output
-    buffer: inputs, constants, repeated outputs and offset views get an explicit copy."""
-    seen: set[int] = set()
-    for j, v in enumerate(g.outputs):
-        root = v
-        off = 0
-        while root.producer is not None and OPS[root.producer.op].alias:
-            off += root.producer.attrs.get("offset", 0)
-            root = root.producer.inputs[0]
-        bad = (root.is_const or root in g.inputs or id(root) in seen or off != 0 or root.numel != v.numel)
-        if bad:
-            cp = Value(f"{v.name}_out", v.shape, v.dtype)
-            g.nodes.append(Node("ew", [v], {"expr": e_in(v.dtype, 0)}, [cp]))
-            g.outputs[j] = cp
-            seen.add(id(cp))
-        else:
-            seen.add(id(root))
-
-
 def variant_file(name: str, t: Any) -> str:
     """The source file of an extra code path (multi-versioning): ``<name>_x86_64_v3.c``."""
     return f"{name}_{t.name.replace('-', '_')}.c"
 
 
-def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool = False, openmp: bool = True,
-                   provenance: dict[str, Any] | None = None, command: str = "", variants: Any = (),
-                   freestanding: bool = False) -> Artifact:
-    """target: the baseline preset (what <name>.c is built for); variants: extra x86-64 levels, each
-    written to its own <name>_<level>.c and chosen at init when the CPU has it.
+def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOptions,
+                   provenance: dict[str, Any] | None = None) -> Artifact:
+    """Write the files of a planned graph (passes.finish: outputs materialised, memory planned and
+    verified); nothing here changes the graph.  options.target: the baseline preset (what <name>.c is
+    built for); options.variants: extra x86-64 levels, each written to its own <name>_<level>.c and
+    chosen at init when the CPU has it.
 
     out_dir: an empty folder (the staging folder of codegen/outdir.py); nothing is removed here: moving
     the files into the output folder and removing an earlier compile's stale files is outdir's commit."""
     name = g.name
+    target, embed_weights, openmp = options.target, options.embed_weights, options.openmp
+    command, freestanding = options.command, options.freestanding
     out_dir.mkdir(parents=True, exist_ok=True)
-    materialize_outputs(g)
-    plan = plan_memory(g)
     consts = g.constants()
     blob, offsets = weights_blob(consts)
     em = Emitter(g, plan, offsets)
@@ -305,7 +288,7 @@ def write_artifact(g: Graph, out_dir: Path, target: Any, *, embed_weights: bool 
     in_names, out_names = _io_names(g)
     prov = provenance or {}
     header = _header(g, name, plan, len(blob), in_names, out_names)
-    variants = list(variants)
+    variants = list(options.variants)
     source = _source(g, name, plan, blob, body, kfiles, in_names, out_names, embed_weights, target, prov, command,
                      variants)
     (out_dir / f"{name}.h").write_text(header)
@@ -549,8 +532,8 @@ static uint32_t choose_variant(void)
     checks = sorted({OPS[n.op].scratch_c(n) for n in g.nodes if OPS[n.op].scratch_c})
     scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
                             for c in checks if c != "0")
-    uses_ws = "ws" in "\n".join(body)
-    uses_wb = "wb +" in "\n".join(body)
+    uses_ws = re.search(r"\bws\b", "\n".join(body)) is not None  # (not "rows" in /*rows=*/ 4)
+    uses_wb = re.search(r"\bwb \+", "\n".join(body)) is not None
     graph_body = "\n".join(body)
     return f"""/* {name}.c: generated by pt2c {__version__} -- do not edit; regenerate instead.
  *

@@ -77,8 +77,9 @@ PT2C_KERNEL size_t pt2c_sdpa_thread_floats(int Lq, int Lk, int D, int Dv)
 {
     int bq, bk;
     pt2c_sdpa_tiles(&bq, &bk, Lq, Lk);
-    /* transposed key tile + score/probability tile + accumulators + (m, l) */
-    return (size_t)D * bk + (size_t)bq * bk + (size_t)bq * Dv + 2 * (size_t)bq;
+    /* transposed key tile + score/probability tile + accumulators + (m, l) + a value tile (copied
+     * when v's rows are not contiguous: strided rows in the P.V loop cost BERT 4 %) */
+    return (size_t)D * bk + (size_t)bq * bk + (size_t)bq * Dv + 2 * (size_t)bq + (size_t)bk * Dv;
 }
 
 /* Scratch (in floats) that pt2c_sdpa needs, for up to PT2C_MAX_THREADS threads. */
@@ -301,6 +302,7 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
         float *PT2C_RESTRICT acc = S + (size_t)bq * bk; /* [bq][Dv] unnormalised output */
         float *PT2C_RESTRICT m = acc + (size_t)bq * Dv; /* running max per row */
         float *PT2C_RESTRICT l = m + bq;               /* running denominator per row */
+        float *PT2C_RESTRICT vt = l + bq;              /* [bk][Dv] value tile, if v's rows are strided */
         /* the transpose only pays off when several query rows share it */
         int transposed = nq >= PT2C_SDPA_MR;
 
@@ -431,7 +433,13 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                         a[c] *= corr;
                 }
             }
-            pt2c_sdpa_pv(acc, S, vp + j0 * vs.r, vs.r, nq, nk, Dv, bk);
+            if (vs.r != Dv) { /* gather the tile's value rows: the P.V loop then streams one block */
+                for (int jj = 0; jj < nk; jj++)
+                    memcpy(vt + (size_t)jj * Dv, vp + (j0 + jj) * vs.r, (size_t)Dv * sizeof(float));
+                pt2c_sdpa_pv(acc, S, vt, Dv, nq, nk, Dv, bk);
+            } else {
+                pt2c_sdpa_pv(acc, S, vp + j0 * vs.r, vs.r, nq, nk, Dv, bk);
+            }
         }
 
         for (int ii = 0; ii < nq; ii++) {

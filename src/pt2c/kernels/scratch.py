@@ -154,4 +154,4 @@ def conv2d_pw_dw_scratch_floats(C: int, H: int, W: int, M: int, KH: int, KW: int
 def sdpa_scratch_floats(Lq: int, Lk: int, D: int, Dv: int) -> int:
     lk = (max(Lk, 1) + SDPA_NR - 1) // SDPA_NR * SDPA_NR
     bq, bk = max(1, min(SDPA_BQ, Lq)), min(SDPA_BK, lk)
-    return MAX_THREADS * (D * bk + bq * bk + bq * Dv + 2 * bq)
+    return MAX_THREADS * (D * bk + bq * bk + bq * Dv + 2 * bq + bk * Dv)

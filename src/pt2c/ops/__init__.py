@@ -6,21 +6,23 @@ node calling those ATen targets into IR nodes (both in registry.py).  Lowering f
 `LowerCtx`, emit functions an `EmitCtx` (context.py); helpers shared by families are in util.py.
 
 Importing this package registers every family, so `OPS` / `LOWERINGS` are complete; `verify`
-checks a graph against them, `eval_graph` runs one with the numpy references.
+checks a graph against them (structure, then each node against its op's rule: `OpDef.check`, and a
+memory plan when given one), `eval_graph` runs one with the numpy references.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
-from pt2c.ir import Graph, VerifyError, np_dtype
+from pt2c.ir import Graph, MemoryPlan, VerifyError, np_dtype
 from pt2c.ops import conv, creation, elementwise, index, matmul, norm, pool, random, reduce, resize, shape, sort
 from pt2c.ops.registry import LOWERINGS, OPS, UNSUPPORTED, OpDef, core_aten_ops, defop, lowers
 
 __all__ = ["FAMILIES", "LOWERINGS", "OPS", "UNSUPPORTED", "OpDef", "core_aten_ops", "defop", "eval_graph", "lowers",
-           "verify"]
+           "verify", "verify_plan"]
 
 # the op families, in the order docs/ops.md lists them (each module's docstring says what it holds)
 FAMILIES = (elementwise, creation, shape, index, matmul, conv, pool, resize, norm, reduce, sort, random)
@@ -65,21 +67,33 @@ UNSUPPORTED.update({
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def verify(graph: Graph) -> None:
-    """Structural checks run between passes: SSA, def-before-use, known ops, sane shapes."""
+def verify(graph: Graph, plan: MemoryPlan | None = None) -> None:
+    """The checks run between passes: SSA, def-before-use, known ops, unique C-identifier names, every
+    node against its op's rule (shapes, dtypes, attrs: `OpDef.check`); with a plan, the plan too."""
     defined: set[int] = {id(v) for v in graph.inputs}
-    names: set[str] = set()
+    names: dict[str, int] = {}  # value name -> id(Value): one name, one value (constants included)
+
+    def name(v: Any, where: str) -> None:
+        if names.setdefault(v.name, id(v)) != id(v):
+            raise VerifyError(f"{where}: two different values are named {v.name!r}")
+
     for v in graph.inputs:
         if v.is_const:
             raise VerifyError(f"graph input {v.name} is a constant")
     for v in graph.inputs:
-        names.add(v.name)
+        if not _IDENT.match(v.name) or v.name in names:
+            raise VerifyError(f"graph input: bad or duplicate value name {v.name!r}")
+        name(v, "graph input")
     for n in graph.nodes:
         if n.op not in OPS:
             raise VerifyError(f"unknown op {n.op!r} in {n!r}")
         for v in n.inputs:
             if not v.is_const and id(v) not in defined:
                 raise VerifyError(f"{n!r}: input %{v.name} used before it is defined")
+            if v.is_const:
+                if not _IDENT.match(v.name):
+                    raise VerifyError(f"{n!r}: bad constant name {v.name!r}")
+                name(v, repr(n))
         for v in n.outputs:
             if id(v) in defined:
                 raise VerifyError(f"{n!r}: %{v.name} defined twice")
@@ -91,11 +105,90 @@ def verify(graph: Graph) -> None:
                 raise VerifyError(f"{n!r}: bad or duplicate value name {v.name!r}")
             if any(s < 0 for s in v.shape):
                 raise VerifyError(f"{n!r}: negative dimension in %{v.name}")
-            names.add(v.name)
+            name(v, repr(n))
             defined.add(id(v))
+        OPS[n.op].check(n)
     for v in graph.outputs:
         if not v.is_const and id(v) not in defined:
             raise VerifyError(f"output %{v.name} is never defined")
+        if v.is_const:
+            name(v, "graph output")
+    if plan is not None:
+        verify_plan(graph, plan)
+
+
+def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
+    """A memory plan against its graph: graph inputs in the caller's input buffers and outputs in its
+    output buffers; every view rooted where its input is; every other computed value in a buffer;
+    arena buffers aligned, large enough, inside the arena, and no two live at the same node
+    (inclusive [first write, last read] intervals, recomputed here) sharing a byte; scratch enough for
+    every kernel."""
+    bufs, aliases = plan.buffers, plan.aliases
+
+    def root(name: str) -> str:
+        return aliases.get(name, (name, 0))[0]
+
+    for i, v in enumerate(graph.inputs):
+        b = bufs.get(v.name)
+        if b is None or b.kind != "input" or b.index != i:
+            raise VerifyError(f"plan: graph input {i} %{v.name} is not in input buffer {i} ({b})")
+    n_alias = 0
+    for n in graph.nodes:
+        if OPS[n.op].alias:
+            src, out = n.inputs[0], n.outputs[0]
+            base, off = aliases.get(src.name, (src.name, 0))
+            want = (base, off + n.attrs.get("offset", 0))
+            if aliases.get(out.name) != want or out.name in bufs:
+                raise VerifyError(f"plan: view %{out.name} should alias {want}, the plan says {aliases.get(out.name)}")
+            n_alias += 1
+            continue
+        for v in n.outputs:
+            b = bufs.get(v.name)
+            if b is None or b.kind not in ("arena", "output"):
+                raise VerifyError(f"plan: %{v.name} ({n.op}) has no buffer to be written to ({b})")
+    if n_alias != len(aliases):
+        raise VerifyError(f"plan: {len(aliases)} views planned, the graph has {n_alias}")
+    for j, v in enumerate(graph.outputs):
+        b = bufs.get(root(v.name))
+        if v.is_const or b is None or b.kind != "output" or b.index != j or aliases.get(v.name, ("", 0))[1] != 0:
+            raise VerifyError(f"plan: graph output {j} %{v.name} is not written into output buffer {j} ({b})")
+    # arena buffers: the intervals recomputed from the graph, then a sweep by first write
+    life: dict[str, list[int]] = {}
+    for t, n in enumerate(graph.nodes):
+        for v in n.outputs:
+            r = root(v.name)
+            if r in bufs and bufs[r].kind == "arena":
+                life.setdefault(r, [t, t])
+        for v in n.inputs:
+            r = root(v.name)
+            if r in life:
+                life[r][1] = t
+    values = {v.name: v for n in graph.nodes for v in n.outputs}
+    for k, b in bufs.items():
+        if b.kind != "arena":
+            continue
+        if k not in life:
+            raise VerifyError(f"plan: arena buffer {k!r} belongs to no computed value")
+        if b.offset % plan.align or b.nbytes < values[k].nbytes or b.offset < 0 or b.offset + b.nbytes > plan.arena_bytes:
+            raise VerifyError(f"plan: arena buffer of %{k} {b} is misaligned, too small or outside the "
+                              f"{plan.arena_bytes}-byte arena (the value has {values[k].nbytes} bytes)")
+        if not (b.first <= life[k][0] and life[k][1] <= b.last):
+            raise VerifyError(f"plan: %{k} is live over nodes {life[k]}, its buffer over [{b.first}, {b.last}]")
+    live: list[tuple[int, str]] = []  # (last read, name) of the buffers still live
+    for k in sorted(life, key=lambda k: life[k][0]):
+        s, e = life[k]
+        live = [(e2, k2) for e2, k2 in live if e2 >= s]
+        b = bufs[k]
+        for _, k2 in live:
+            b2 = bufs[k2]
+            if b.offset < b2.offset + b2.nbytes and b2.offset < b.offset + b.nbytes:
+                raise VerifyError(f"plan: %{k} (nodes {life[k]}) and %{k2} (nodes {life[k2]}) are live together "
+                                  f"and overlap in the arena ({b}, {b2})")
+        live.append((e, k))
+    for n in graph.nodes:
+        scratch = OPS[n.op].scratch(n) if OPS[n.op].scratch else 0
+        if scratch > plan.scratch_bytes:
+            raise VerifyError(f"plan: {n!r} needs {scratch} bytes of scratch, the plan has {plan.scratch_bytes}")
 
 
 def eval_graph(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:

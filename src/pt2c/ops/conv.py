@@ -1,9 +1,9 @@
 """Convolution, every form: 1-d, 2-d and 3-d, grouped and depthwise, transposed, runtime weights, col2im.
 
 conv1d / conv2d with constant weights are `conv2d` (im2col + GEMM, Winograd F(4x4, 3x3), few-pixel
-"smallp" or depthwise kernels, chosen per layer: use_winograd / use_smallp; weights prepacked by
-passes/prepack.py); a 1x1 conv fused with the depthwise conv reading it is `conv2d_pw_dw`
-(passes/pwdw.py); runtime weights `conv_direct`; transposed 1-d / 2-d `conv_transpose2d`; 3-d and
+"smallp" or depthwise kernels, chosen per layer by passes/algorithms.py with conv_algorithm and
+recorded as attrs["algo"]; weights prepacked by passes/prepack.py); a 1x1 conv fused with the
+depthwise conv reading it is `conv2d_pw_dw` (passes/pwdw.py); runtime weights `conv_direct`; transposed 1-d / 2-d `conv_transpose2d`; 3-d and
 transposed 3-d `conv_nd`; col2im (nn.Fold).  One argument normalisation for all: `conv_params`.
 """
 
@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.ir import Node, Value
-from pt2c.kernels import scratch
+from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
+from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.epilogue import epilogue_c, epilogue_ref
-from pt2c.ops.registry import defop, lowers
-from pt2c.ops.util import empty_output
+from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
+from pt2c.ops.matmul import unpack_a, unpack_b
+from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.util import empty_output, prod
 
 
 # ---------------------------------------------------------------- conv2d
@@ -47,8 +48,8 @@ def conv2d_ref(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dila
 
 def _ref_conv2d(node: Node, x: np.ndarray, w: np.ndarray, *extra: np.ndarray) -> np.ndarray:
     at = node.attrs
-    if at.get("w_packed"):
-        w = at["_w_unpacked"]
+    if at.get("w_packed"):  # prepacked (passes/prepack.py): the reference reads it unpacked
+        w = unpack_conv_weight(node, w)
     y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"])
     return epilogue_ref(node, y, list(extra), 1)
 
@@ -82,6 +83,88 @@ def use_smallp(node: Node) -> bool:
     return at["groups"] == 1 and not strided_1x1 and 0 < P <= 64 and waste >= 0.15
 
 
+ALGOS = ("im2col", "winograd", "smallp", "depthwise")  # conv2d's attrs["algo"]: which kernel runs it
+
+
+def conv_algorithm(node: Node, winograd: bool) -> str:
+    """The kernel a conv2d runs (passes/algorithms.py records it as attrs["algo"]): depthwise convs
+    their direct kernel; Winograd where allowed and it pays (use_winograd); few output pixels
+    "smallp" (use_smallp); everything else im2col + GEMM (pt2c_conv2d, 1x1 without im2col)."""
+    if is_depthwise(node):
+        return "depthwise"
+    if winograd and use_winograd(node):
+        return "winograd"
+    if use_smallp(node):
+        return "smallp"
+    return "im2col"
+
+
+def packed_conv_weight_size(node: Node) -> int:
+    """Floats of the weight prepacked for the node's algorithm (kernels/layout.py): 36 Winograd A
+    operands, W^T as one B operand (smallp), or one A operand per group (im2col)."""
+    at = node.attrs
+    C, OC, G = node.inputs[0].shape[1], node.outputs[0].shape[1], at["groups"]
+    KH, KW = at["kernel"]
+    if at["algo"] == "winograd":
+        return 36 * layout.packed_a_size(OC, C)
+    if at["algo"] == "smallp":
+        return layout.packed_b_size(C * KH * KW, OC)
+    return G * layout.packed_a_size(OC // G, C // G * KH * KW)
+
+
+def unpack_conv_weight(node: Node, p: np.ndarray) -> np.ndarray:
+    """The OIHW weight a prepacked conv2d weight came from (the inverse of passes/prepack.py; Winograd's
+    filter transform inverted by least squares, in float64: within float32 rounding of the original)."""
+    at = node.attrs
+    C, OC, G = node.inputs[0].shape[1], node.outputs[0].shape[1], at["groups"]
+    KH, KW = at["kernel"]
+    p = np.asarray(p).reshape(-1)
+    if at["algo"] == "winograd":
+        sz = layout.packed_a_size(OC, C)
+        u = np.stack([unpack_a(p[i * sz:(i + 1) * sz], OC, C) for i in range(36)]).reshape(6, 6, OC, C)
+        g_inv = np.linalg.pinv(layout.WINO_G)  # 3 x 6: G^+ (G w G^T) G^+T = w
+        return np.einsum("kr,rtoc,st->ocks", g_inv, u.astype(np.float64), g_inv)
+    if at["algo"] == "smallp":
+        return unpack_b(p, C * KH * KW, OC).T.reshape(OC, C, KH, KW)
+    sz, k = layout.packed_a_size(OC // G, C // G * KH * KW), C // G * KH * KW
+    return np.concatenate([unpack_a(p[g * sz:(g + 1) * sz], OC // G, k) for g in range(G)]).reshape(OC, C // G, KH, KW)
+
+
+def _check_conv2d(node: Node) -> None:
+    """[N, C, H, W] -> [N, OC, OH, OW] (conv_out_size); the weight [OC, C / groups, KH, KW], or 1-d when
+    prepacked (its size for the algorithm); bias [OC] and residual by the epilogue; an algorithm the
+    shape allows (Winograd: 3x3, stride and dilation 1, ungrouped; smallp: ungrouped; depthwise iff
+    groups == C > 1)."""
+    need(len(node.outputs) == 1, f"{len(node.outputs)} outputs, expected 1")
+    at = node.attrs
+    x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    need(ints(at["kernel"], 2, 1) and ints(at["stride"], 2, 1) and ints(at["padding"], 2, 0)
+         and ints(at["dilation"], 2, 1) and type(at["groups"]) is int and at["groups"] >= 1,
+         "kernel / stride / padding / dilation / groups")
+    for v, what in ((x, "input"), (w, "weight")):
+        dtype_in(v, ("float32",), what)
+    need(len(x.shape) == 4, f"input %{x.name} is rank {len(x.shape)}, expected 4")
+    N, C, H, W = x.shape
+    OC, G, (KH, KW) = out.shape[1] if len(out.shape) == 4 else -1, at["groups"], at["kernel"]
+    need(C % G == 0 and OC % G == 0, f"{C} -> {OC} channels in {G} groups")
+    result(out, (N, OC, conv_out_size(H, KH, at["stride"][0], at["padding"][0], at["dilation"][0]),
+                 conv_out_size(W, KW, at["stride"][1], at["padding"][1], at["dilation"][1])), "float32")
+    check_epilogue(node, 2, (OC,))
+    algo = at.get("algo")
+    need(algo is None or algo in ALGOS, f"unknown algorithm {algo!r}")
+    if algo is not None:
+        need((algo == "depthwise") == is_depthwise(node), f"algorithm {algo} for groups {G} of {C} channels")
+        need(algo != "winograd" or (tuple(at["kernel"]) == (3, 3) and tuple(at["stride"]) == (1, 1)
+                                    and tuple(at["dilation"]) == (1, 1) and G == 1), "Winograd on a conv that is not 3x3/1")
+        need(algo != "smallp" or G == 1, "smallp on a grouped conv")
+    if at.get("w_packed"):
+        need(at["w_packed"] is True and algo not in (None, "depthwise"), f"packed weights for algorithm {algo}")
+        need(w.shape == (packed_conv_weight_size(node),),
+             f"packed weight %{w.name} {list(w.shape)} is not the {packed_conv_weight_size(node)} floats of {algo}")
+    else:
+        need(w.shape == (OC, C // G, KH, KW), f"weight %{w.name} {list(w.shape)}, expected {[OC, C // G, KH, KW]}")
+
+
 def _emit_conv2d(em: EmitCtx, node: Node) -> None:
     at = node.attrs
     x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
@@ -94,10 +177,10 @@ def _emit_conv2d(em: EmitCtx, node: Node) -> None:
     if is_depthwise(node):
         em.line(f"pt2c_conv2d_depthwise({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
-    elif at.get("winograd"):
+    elif at.get("algo") == "winograd":
         em.line(f"pt2c_conv2d_wino({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {ph}, {pw}, {OH}, {OW}, "
                 f"{em.scratch(node)}); /* Winograd F(4x4, 3x3) */")
-    elif at.get("smallp"):
+    elif at.get("algo") == "smallp":
         em.line(f"pt2c_conv2d_smallp({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
     else:
@@ -119,9 +202,9 @@ def _conv_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
         return scratch.conv2d_depthwise_scratch_floats, _dw_args(node)
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
-    if at.get("winograd"):
+    if at.get("algo") == "winograd":
         return scratch.conv2d_wino_scratch_floats, [x.shape[1], out.shape[1], out.shape[2], out.shape[3]]
-    if at.get("smallp"):
+    if at.get("algo") == "smallp":
         return scratch.conv2d_smallp_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"],
                                                       *at["stride"], *at["padding"], out.shape[2], out.shape[3]]
     return scratch.conv2d_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"],
@@ -151,28 +234,69 @@ def _describe_conv2d(node: Node) -> str:
 
 
 defop("conv2d", _ref_conv2d, _emit_conv2d, kernels=("conv",), scratch=lambda n: _scratch_bytes(_conv_scratch_call(n)),
-      scratch_c=lambda n: _scratch_c(_conv_scratch_call(n)), flops=_conv_flops, describe=_describe_conv2d)
+      scratch_c=lambda n: _scratch_c(_conv_scratch_call(n)), flops=_conv_flops, describe=_describe_conv2d,
+      rule=_check_conv2d)
 
 
 # ---------------------------------------------------------------- conv2d_pw_dw
 # A 1x1 conv and the depthwise conv that alone reads its output, as one kernel call by groups of
-# channels (passes/pwdw.py).  attrs: _pw and _dw, the two conv2d nodes as they were (their inputs
-# are this node's: _pw's, then _dw's past its first, the intermediate that is never stored).
+# channels (passes/pwdw.py).  Its inputs are the 1x1 conv's (the first pw_inputs), then the depthwise
+# conv's past its first (the intermediate, never stored).  attrs, plain data: pw and dw, the two
+# conv2d nodes' attrs; mid, the intermediate's (name, shape, dtype); pw_origin, the 1x1 conv's Origin
+# fields (its C comment names its own layer).  pw_dw_parts rebuilds the two nodes from them.
+
+def pw_dw_parts(node: Node) -> tuple[Node, Node]:
+    """The 1x1 conv and the depthwise conv a conv2d_pw_dw node runs, as conv2d nodes (for the
+    reference, the C comments and the checks; the fused node stays the producer of its output)."""
+    at = node.attrs
+    k = at["pw_inputs"]
+    name, shape, dtype = at["mid"]
+    mid = Value(name, tuple(shape), dtype)
+    pw = Node("conv2d", list(node.inputs[:k]), dict(at["pw"]), [mid], Origin(*at["pw_origin"]))
+    dw = Node("conv2d", [mid, *node.inputs[k:]], dict(at["dw"]), [], node.origin)
+    dw.outputs = list(node.outputs)  # not through Node(), which would make dw their producer
+    return pw, dw
+
 
 def _ref_conv2d_pw_dw(node: Node, *arrays: np.ndarray) -> np.ndarray:
-    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    pw, dw = pw_dw_parts(node)
     k = len(pw.inputs)
     return _ref_conv2d(dw, _ref_conv2d(pw, *arrays[:k]), *arrays[k:])
 
 
 def _pw_dw_args(node: Node) -> list[int]:
-    x, mid = node.inputs[0], node.attrs["_pw"].outputs[0]
-    return [x.shape[1], x.shape[2], x.shape[3], mid.shape[1], *_dw_args(node.attrs["_dw"])[4:],
-            *node.outputs[0].shape[2:]]
+    _, dw = pw_dw_parts(node)
+    x, mid = node.inputs[0], dw.inputs[0]
+    return [x.shape[1], x.shape[2], x.shape[3], mid.shape[1], *_dw_args(dw)[4:], *node.outputs[0].shape[2:]]
+
+
+def _check_conv2d_pw_dw(node: Node) -> None:
+    """Its two parts are valid conv2d nodes: a prepacked im2col 1x1 conv, stride 1, no padding, no
+    residual, and the depthwise conv over its output (same channels)."""
+    at = node.attrs
+    need(set(at) == {"pw", "dw", "pw_inputs", "mid", "pw_origin"}, f"attrs {sorted(at)}")
+    need(type(at["pw_inputs"]) is int and 2 <= at["pw_inputs"] < len(node.inputs), "pw_inputs")
+    mid = at["mid"]
+    need(type(mid) is tuple and len(mid) == 3 and type(mid[0]) is str and ints(mid[1], 4, 0) and mid[2] in DTYPES,
+         "mid is not (name, shape, dtype)")
+    need(type(at["pw_origin"]) is tuple and len(at["pw_origin"]) == 4 and all(type(s) is str for s in at["pw_origin"]),
+         "pw_origin is not the four Origin strings")
+    pw, dw = pw_dw_parts(node)
+    for part, what in ((pw, "the 1x1 conv"), (dw, "the depthwise conv")):
+        try:
+            _check_conv2d(part)
+        except VerifyError as e:
+            raise VerifyError(f"{what}: {e}") from None
+    p = pw.attrs
+    need(tuple(p["kernel"]) == (1, 1) and tuple(p["stride"]) == (1, 1) and tuple(p["padding"]) == (0, 0)
+         and p["groups"] == 1 and p.get("w_packed") and p.get("algo") == "im2col" and not p.get("has_residual"),
+         "the first part is not a prepacked 1x1 stride-1 im2col conv without residual")
+    need(dw.attrs.get("algo") == "depthwise" and dw.outputs[0].shape[1] == mid[1][1],
+         "the second part is not a depthwise conv over the first's channels")
 
 
 def _emit_conv2d_pw_dw(em: EmitCtx, node: Node) -> None:
-    pw, dw = node.attrs["_pw"], node.attrs["_dw"]
+    pw, dw = pw_dw_parts(node)
     x, out = node.inputs[0], node.outputs[0]
     ep1 = epilogue_c(em, pw, 2, 1, var="ep_pw")
     ep2 = epilogue_c(em, dw, 2, 1, str(out.shape[2] * out.shape[3]), var="ep_dw")
@@ -188,8 +312,8 @@ def _pw_dw_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
 
 defop("conv2d_pw_dw", _ref_conv2d_pw_dw, _emit_conv2d_pw_dw, kernels=("conv",),
       scratch=lambda n: _scratch_bytes(_pw_dw_scratch_call(n)), scratch_c=lambda n: _scratch_c(_pw_dw_scratch_call(n)),
-      flops=lambda n: _conv_flops(n.attrs["_pw"]) + _conv_flops(n.attrs["_dw"]),
-      parts=lambda n: [(n.attrs["_pw"], " (by groups of channels, not stored)"), (n.attrs["_dw"], "")])
+      flops=lambda n: sum(_conv_flops(p) for p in pw_dw_parts(n)), rule=_check_conv2d_pw_dw,
+      parts=lambda n: list(zip(pw_dw_parts(n), (" (by groups of channels, not stored)", ""))))
 
 
 # ---------------------------------------------------------------- lowering: one argument normalisation for every form
@@ -299,7 +423,39 @@ def _emit_conv_direct(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("conv_direct", _ref_conv_direct, _emit_conv_direct,
+def _check_direct_params(node: Node, nd: int, transposed: bool) -> None:
+    """A direct-loop convolution of nd spatial dims: x [N, C, *in], w [OC, C / g, *k] ([C, OC / g, *k]
+    transposed), an optional bias [OC]; the output [N, OC, *out] from the attrs."""
+    at = node.attrs
+    arity(node, (2, 3))
+    x, w = node.inputs[:2]
+    for key, lo in (("stride", 1), ("padding", 0), ("dilation", 1)):
+        need(ints(at[key], nd, lo), f"{key} is not {nd} ints >= {lo}")
+    if transposed:
+        need(ints(at["output_padding"], nd, 0), f"output_padding is not {nd} ints >= 0")
+    G = at["groups"]
+    need(type(G) is int and G >= 1, "groups")
+    for v, what in ((x, "input"), (w, "weight")):
+        dtype_in(v, ("float32",), what)
+        need(len(v.shape) == nd + 2, f"{what} %{v.name} is rank {len(v.shape)}, expected {nd + 2}")
+    C, ks = x.shape[1], w.shape[2:]
+    if transposed:
+        OC = w.shape[1] * G
+        need(w.shape[0] == C and C % G == 0, f"weight {list(w.shape)} for {C} input channels in {G} groups")
+        size = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, p, d, op in
+                zip(x.shape[2:], ks, at["stride"], at["padding"], at["dilation"], at["output_padding"])]
+    else:
+        OC = w.shape[0]
+        need(w.shape[1] * G == C and OC % G == 0, f"weight {list(w.shape)} for {C} input channels in {G} groups")
+        size = [conv_out_size(i, k, s, p, d) for i, k, s, p, d in
+                zip(x.shape[2:], ks, at["stride"], at["padding"], at["dilation"])]
+    if len(node.inputs) == 3:
+        dtype_in(node.inputs[2], ("float32",), "bias")
+        need(node.inputs[2].shape == (OC,), f"bias {list(node.inputs[2].shape)}, expected [{OC}]")
+    result(node.outputs[0], (x.shape[0], OC, *size), "float32")
+
+
+defop("conv_direct", _ref_conv_direct, _emit_conv_direct, rule=lambda n: _check_direct_params(n, 2, False),
       flops=lambda n: 2 * n.outputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
 
 
@@ -375,7 +531,7 @@ def _emit_conv_t(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("conv_transpose2d", _ref_conv_t, _emit_conv_t,
+defop("conv_transpose2d", _ref_conv_t, _emit_conv_t, rule=lambda n: _check_direct_params(n, 2, True),
       flops=lambda n: 2 * n.inputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
 
 
@@ -466,7 +622,12 @@ def _emit_conv_nd(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("conv_nd", _ref_conv_nd, _emit_conv_nd,
+def _check_conv_nd(node: Node) -> None:
+    need(type(node.attrs["transposed"]) is bool and len(node.inputs) >= 2, "transposed / inputs")
+    _check_direct_params(node, len(node.inputs[1].shape) - 2, node.attrs["transposed"])
+
+
+defop("conv_nd", _ref_conv_nd, _emit_conv_nd, rule=_check_conv_nd,
       flops=lambda n: 2 * max(n.outputs[0].numel, n.inputs[0].numel) * int(np.prod(n.inputs[1].shape[1:])))
 
 
@@ -529,7 +690,22 @@ def _emit_col2im(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("col2im", _ref_col2im, _emit_col2im)
+def _check_col2im(node: Node) -> None:
+    """[N, C * KH * KW, L] -> [N, C, *size], L the number of sliding blocks."""
+    arity(node, 1)
+    at = node.attrs
+    need(ints(at["size"], 2, 0) and ints(at["kernel"], 2, 1) and ints(at["dilation"], 2, 1)
+         and ints(at["padding"], 2, 0) and ints(at["stride"], 2, 1), "size / kernel / dilation / padding / stride")
+    col = node.inputs[0]
+    dtype_in(col, ("float32",), "input")
+    need(len(col.shape) == 3 and col.shape[1] % prod(at["kernel"]) == 0, f"input {list(col.shape)}")
+    blocks = prod(conv_out_size(n, k, s, p, d) for n, k, s, p, d in
+                  zip(at["size"], at["kernel"], at["stride"], at["padding"], at["dilation"]))
+    need(col.shape[2] == blocks, f"{col.shape[2]} columns for {blocks} blocks")
+    result(node.outputs[0], (col.shape[0], col.shape[1] // prod(at["kernel"]), *at["size"]), "float32")
+
+
+defop("col2im", _ref_col2im, _emit_col2im, rule=_check_col2im)
 
 
 @lowers("aten.col2im.default")

@@ -11,7 +11,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import arity, defop, lowers, need
 from pt2c.ops.util import lit
 
 FILL_AS_CONST_MAX_BYTES = 1 << 16
@@ -27,7 +27,12 @@ def _emit_fill(em: EmitCtx, node: Node) -> None:
     em.line(f"for (size_t i = 0; i < {out.numel}; i++) {em.ptr(out)}[i] = {lit(out.dtype, node.attrs['value'])};")
 
 
-defop("fill", _ref_fill, _emit_fill)
+def _check_fill(node: Node) -> None:
+    arity(node, 0)
+    need(type(node.attrs["value"]) in (bool, int, float), "value is not a Python bool / int / float")
+
+
+defop("fill", _ref_fill, _emit_fill, rule=_check_fill)
 
 
 def _full(ctx: LowerCtx, value: Any) -> Value:

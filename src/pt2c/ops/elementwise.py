@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.ir import Node, Value, ctype, np_dtype
+from pt2c.ir import DTYPES, Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import broadcast, defop, ints, lowers, need, within
 from pt2c.ops.util import FLOATS, as_strided, broadcast_strides, contiguous_strides, lit
 
 Expr = tuple
@@ -289,7 +289,67 @@ def _describe_ew(node: Node) -> str:
     return what
 
 
-defop("ew", _ref_ew, _emit_ew, describe=_describe_ew,
+# number of operands of each FUNCS entry that takes more than one
+_NARGS = {**{f: 2 for f in ("add", "sub", "mul", "div", "floordiv", "truncdiv", "remainder", "fmod", "atan2", "pow",
+                            "maximum", "minimum", "clamp_min", "clamp_max", "eq", "ne", "lt", "le", "gt", "ge",
+                            "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor")},
+          "where": 3}
+
+
+def check_expr(e: Any, in_dtypes: list[str]) -> str:
+    """Type-check an expression tree over inputs of in_dtypes (VerifyError); returns its dtype.
+    Leaves carry their input's dtype; a function's operands share one dtype, its result's (bool for
+    PREDICATES); `where` takes a bool condition and two operands of its result dtype."""
+    need(type(e) is tuple and len(e) >= 2 and e[1] in DTYPES, f"malformed expression {e!r}")
+    kind, dt = e[0], e[1]
+    if kind == "in":
+        need(len(e) == 3 and type(e[2]) is int and 0 <= e[2] < len(in_dtypes), f"expression leaf {e!r}: no such input")
+        need(in_dtypes[e[2]] == dt, f"expression leaf {e!r}: input {e[2]} is {in_dtypes[e[2]]}")
+        return dt
+    if kind == "lit":
+        need(len(e) == 3 and type(e[2]) in (bool, int, float), f"literal {e!r} is not a Python bool / int / float")
+        return dt
+    if kind == "cast":
+        need(len(e) == 3, f"malformed cast {e!r}")
+        check_expr(e[2], in_dtypes)
+        return dt
+    need(kind in FUNCS, f"unknown function {kind!r} in the expression")
+    args = [check_expr(a, in_dtypes) for a in e[2:]]
+    need(len(args) == _NARGS.get(kind, 1), f"{kind} takes {_NARGS.get(kind, 1)} operands, got {len(args)}")
+    if kind == "where":
+        need(args[0] == "bool" and args[1] == dt and args[2] == dt, f"where({', '.join(args)}) -> {dt}")
+    else:
+        need(len(set(args)) == 1, f"{kind} of operands of different dtypes {args}")
+        need(dt == ("bool" if kind in PREDICATES else args[0]), f"{kind}({', '.join(args)}) -> {dt}")
+    return dt
+
+
+def _check_ew(node: Node) -> None:
+    """The expression types against the inputs and the output; every operand (through its view)
+    broadcasts to the output, which is the broadcast of them all."""
+    need(len(node.outputs) == 1, f"{len(node.outputs)} outputs, expected 1")
+    out = node.outputs[0]
+    need(check_expr(node.attrs["expr"], [v.dtype for v in node.inputs]) == out.dtype,
+         f"the expression's dtype is not the output's {out.dtype}")
+    views = node.attrs.get("views")
+    need(views is None or (type(views) is list and len(views) == len(node.inputs)), "views: one per input")
+    shapes = []
+    for i, v in enumerate(node.inputs):
+        view = views[i] if views else None
+        if view is None:
+            shapes.append(v.shape)
+            continue
+        need(type(view) is tuple and len(view) == 3 and ints(view[0], lo=0) and ints(view[1], len(view[0]))
+             and type(view[2]) is int, f"view {i} is not (shape, strides, offset)")
+        within(view[0], view[1], view[2], v.numel, f"view of input {i}")
+        shapes.append(tuple(view[0]))
+    if shapes:
+        b = broadcast(*shapes, out.shape)
+        need(b == out.shape and broadcast(*shapes) == out.shape,
+             f"operand shapes {[list(s) for s in shapes]} do not broadcast to the output's {list(out.shape)}")
+
+
+defop("ew", _ref_ew, _emit_ew, describe=_describe_ew, rule=_check_ew,
       flops=lambda n: n.outputs[0].numel * max(1, expr_size(n.attrs["expr"]) - len(n.inputs)))
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from pt2c.ir import Node
 from pt2c.ops.context import EmitCtx
 from pt2c.ops.elementwise import FUNCS
+from pt2c.ops.registry import dtype_in, need
 
 # epilogue activations: name -> C enum of the kernels (PT2C_ACT_*)
 ACTS = {
@@ -39,6 +40,27 @@ def epilogue_ref(node: Node, y: np.ndarray, extra: list[np.ndarray], bias_axis: 
     if node.attrs.get("has_residual"):
         y = y + extra[i].reshape(y.shape)  # (fused through a reshape: same elements, same order)
     return apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
+
+
+def check_epilogue(node: Node, first_extra: int, bias_shape: tuple[int, ...]) -> None:
+    """The epilogue's part of a node's rule: its inputs past first_extra are the bias (bias_shape) and
+    the residual (the output's elements, through a reshape) its flags announce; a known activation."""
+    a = node.attrs
+    has_bias, has_res = a.get("has_bias", False), a.get("has_residual", False)
+    need(type(has_bias) is bool and type(has_res) is bool, "has_bias / has_residual are not bools")
+    n = first_extra + has_bias + has_res
+    need(len(node.inputs) == n, f"{len(node.inputs)} inputs, expected {n} (bias {has_bias}, residual {has_res})")
+    need(a.get("act") in ACTS, f"unknown epilogue activation {a.get('act')!r}")
+    need(type(a.get("lo", 0.0)) is float and type(a.get("hi", 0.0)) is float, "lo / hi are not floats")
+    out = node.outputs[0]
+    if has_bias:
+        b = node.inputs[first_extra]
+        dtype_in(b, ("float32",), "bias")
+        need(b.shape == tuple(bias_shape), f"bias %{b.name} has shape {list(b.shape)}, expected {list(bias_shape)}")
+    if has_res:
+        r = node.inputs[-1]
+        dtype_in(r, ("float32",), "residual")
+        need(r.numel == out.numel, f"residual %{r.name} {list(r.shape)} is not the output's {out.numel} elements")
 
 
 def epilogue_c(em: EmitCtx, node: Node, first_extra: int, bias_per_row: int, ldr: str = "0", var: str = "ep") -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import INTS, arity, broadcast, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin, lit,
                            norm_dim, prod)
 
@@ -78,7 +78,23 @@ def _emit_gather(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("gather", _ref_gather, _emit_gather)
+def _dim(node: Node, rank: int) -> int:
+    dim = node.attrs["dim"]
+    need(type(dim) is int and 0 <= dim < rank, f"dim {dim} of a rank-{rank} tensor")
+    return dim
+
+
+def _check_gather(node: Node) -> None:
+    """out = x with dim `dim` replaced by the index's shape."""
+    arity(node, 2)
+    x, idx = node.inputs
+    dim = _dim(node, len(x.shape))
+    dtype_in(idx, INTS, "index")
+    need(type(node.attrs.get("wrap", False)) is bool, "wrap is not a bool")
+    result(node.outputs[0], (*x.shape[:dim], *idx.shape, *x.shape[dim + 1:]), x.dtype)
+
+
+defop("gather", _ref_gather, _emit_gather, rule=_check_gather)
 
 
 @lowers("aten.embedding.default")
@@ -130,7 +146,19 @@ def _emit_take(em: EmitCtx, node: Node) -> None:
     em.line(f"for (size_t i = 0; i < {out.numel}; i++) {em.ptr(out)}[i] = {em.ptr(x)}[{em.ptr(offs)}[i]];")
 
 
-defop("take", _ref_take, _emit_take)
+def _check_take(node: Node) -> None:
+    """out[i] = x.flat[offsets.flat[i]]: as many elements as offsets, each inside x."""
+    arity(node, 2)
+    x, offs = node.inputs
+    out = node.outputs[0]
+    dtype_in(offs, INTS, "offsets")
+    need(out.dtype == x.dtype and out.numel == offs.numel,
+         f"{out.dtype}[{out.numel}] taken from {x.dtype} by {offs.numel} offsets")
+    if offs.is_const and offs.numel:
+        need(0 <= int(offs.data.min()) and int(offs.data.max()) < x.numel, f"offsets outside the {x.numel} elements")
+
+
+defop("take", _ref_take, _emit_take, rule=_check_take)
 
 
 def lower_index_const(ctx: LowerCtx, x: Value, indices: list[Any], out: Value) -> Value:
@@ -182,7 +210,21 @@ def _emit_index_multi(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("index_multi", _ref_index_multi, _emit_index_multi)
+def _check_index_multi(node: Node) -> None:
+    """x[:, ..., i0, i1, ...]: dims pre..pre+k replaced by the indices' broadcast shape."""
+    need(len(node.inputs) >= 2, "no index")
+    arity(node, len(node.inputs))
+    x, idx = node.inputs[0], node.inputs[1:]
+    pre, bshape = node.attrs["pre"], node.attrs["bshape"]
+    need(type(pre) is int and ints(bshape, lo=0) and 0 <= pre and pre + len(idx) <= len(x.shape),
+         f"pre {pre} and {len(idx)} indices into a rank-{len(x.shape)} tensor")
+    for i in idx:
+        dtype_in(i, INTS, "index")
+    need(broadcast(*[i.shape for i in idx]) == tuple(bshape), f"the indices do not broadcast to {list(bshape)}")
+    result(node.outputs[0], (*x.shape[:pre], *bshape, *x.shape[pre + len(idx):]), x.dtype)
+
+
+defop("index_multi", _ref_index_multi, _emit_index_multi, rule=_check_index_multi)
 
 
 def lower_index_multi(ctx: LowerCtx, x: Value, idx: list[Any], out: Value) -> Value:
@@ -225,7 +267,18 @@ def _emit_gather_dim(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("gather_dim", _ref_gather_dim, _emit_gather_dim)
+def _check_gather_dim(node: Node) -> None:
+    """torch.gather: out has the index's shape, which fits in x off `dim`."""
+    arity(node, 2)
+    x, idx = node.inputs
+    dim = _dim(node, len(x.shape))
+    dtype_in(idx, INTS, "index")
+    need(len(idx.shape) == len(x.shape) and all(i <= n for d, (i, n) in enumerate(zip(idx.shape, x.shape)) if d != dim),
+         f"index shape {list(idx.shape)} does not fit x's {list(x.shape)} off dim {dim}")
+    result(node.outputs[0], idx.shape, x.dtype)
+
+
+defop("gather_dim", _ref_gather_dim, _emit_gather_dim, rule=_check_gather_dim)
 
 
 @lowers("aten.gather.default")
@@ -283,7 +336,23 @@ def _emit_scatter(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("scatter", _ref_scatter, _emit_scatter)
+def _check_scatter(node: Node) -> None:
+    arity(node, (2, 3))
+    x, idx = node.inputs[:2]
+    dim = _dim(node, len(x.shape))
+    dtype_in(idx, INTS, "index")
+    need(node.attrs["reduce"] in ("set", "add"), f"reduce {node.attrs['reduce']!r}")
+    need(type(node.attrs.get("value", 0)) in (bool, int, float), "value is not a Python bool / int / float")
+    need(len(idx.shape) == len(x.shape) and all(i <= n for d, (i, n) in enumerate(zip(idx.shape, x.shape)) if d != dim),
+         f"index shape {list(idx.shape)} does not fit x's {list(x.shape)} off dim {dim}")
+    if len(node.inputs) == 3:
+        src = node.inputs[2]
+        need(len(src.shape) == len(idx.shape) and all(i <= s for i, s in zip(idx.shape, src.shape)),
+             f"src shape {list(src.shape)} smaller than the index's {list(idx.shape)}")
+    result(node.outputs[0], x.shape, x.dtype)
+
+
+defop("scatter", _ref_scatter, _emit_scatter, rule=_check_scatter)
 
 
 @lowers("aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce",
@@ -369,7 +438,24 @@ def _emit_index_put(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("index_put", _ref_index_put, _emit_index_put)
+def _check_index_put(node: Node) -> None:
+    """x with x[i0, i1, ...] = vals (or +=): vals broadcast to the indices' shape + x's trailing dims."""
+    nidx, bshape = node.attrs["nidx"], node.attrs["bshape"]
+    need(type(nidx) is int and nidx >= 1 and ints(bshape, lo=0), "nidx / bshape")
+    arity(node, nidx + 2)
+    x, idx, vals = node.inputs[0], node.inputs[1:1 + nidx], node.inputs[1 + nidx]
+    need(nidx <= len(x.shape), f"{nidx} indices into a rank-{len(x.shape)} tensor")
+    for i in idx:
+        dtype_in(i, INTS, "index")
+    need(broadcast(*[i.shape for i in idx]) == tuple(bshape), f"the indices do not broadcast to {list(bshape)}")
+    full = (*bshape, *x.shape[nidx:])
+    need(broadcast(vals.shape, full) == full, f"values {list(vals.shape)} do not broadcast to {list(full)}")
+    need(vals.dtype == x.dtype, f"values are {vals.dtype}, x {x.dtype}")
+    need(type(node.attrs["accumulate"]) is bool and type(node.attrs.get("wrap", True)) is bool, "accumulate / wrap")
+    result(node.outputs[0], x.shape, x.dtype)
+
+
+defop("index_put", _ref_index_put, _emit_index_put, rule=_check_index_put)
 
 
 @lowers("aten.index_put.default", "aten._unsafe_index_put.default")
@@ -493,7 +579,24 @@ def _emit_scatter_reduce(em: EmitCtx, node: Node) -> None:
         em.line("}")
 
 
-defop("scatter_reduce", _ref_scatter_reduce, _emit_scatter_reduce)
+def _check_scatter_reduce(node: Node) -> None:
+    red = node.attrs["reduce"]
+    need(red in ("sum", "prod", "mean", "amax", "amin"), f"reduce {red!r}")
+    arity(node, 3, 2 if red == "mean" else 1)
+    x, idx, src = node.inputs
+    dim = _dim(node, len(x.shape))
+    dtype_in(idx, INTS, "index")
+    need(type(node.attrs["include_self"]) is bool, "include_self is not a bool")
+    need(len(idx.shape) == len(x.shape) == len(src.shape) and all(i <= s for i, s in zip(idx.shape, src.shape))
+         and all(i <= n for d, (i, n) in enumerate(zip(idx.shape, x.shape)) if d != dim),
+         f"index {list(idx.shape)} does not fit src {list(src.shape)} and x {list(x.shape)}")
+    need(src.dtype == x.dtype, f"src is {src.dtype}, x {x.dtype}")
+    result(node.outputs[0], x.shape, x.dtype)
+    if red == "mean":
+        result(node.outputs[1], x.shape, "int64", "count")
+
+
+defop("scatter_reduce", _ref_scatter_reduce, _emit_scatter_reduce, rule=_check_scatter_reduce)
 
 
 @lowers("aten.scatter_reduce.two")
@@ -556,7 +659,15 @@ def _emit_masked_scatter(em: EmitCtx, node: Node) -> None:
     em.line("(void)u_k;")
 
 
-defop("masked_scatter", _ref_masked_scatter, _emit_masked_scatter)
+def _check_masked_scatter(node: Node) -> None:
+    arity(node, 3)
+    x, mask, src = node.inputs
+    dtype_in(mask, ("bool",), "mask")
+    need(src.dtype == x.dtype, f"src is {src.dtype}, x {x.dtype}")
+    result(node.outputs[0], broadcast(x.shape, mask.shape), x.dtype)
+
+
+defop("masked_scatter", _ref_masked_scatter, _emit_masked_scatter, rule=_check_masked_scatter)
 
 
 @lowers("aten.masked_scatter.default")

@@ -13,20 +13,50 @@ from typing import Any
 import numpy as np
 
 from pt2c.ir import Node, Value
+from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
-from pt2c.ops.epilogue import epilogue_c, epilogue_ref
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
+from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result, within
 from pt2c.ops.shape import make_strided
-from pt2c.ops.util import contiguous_strides
+from pt2c.ops.util import as_strided, contiguous_strides, prod
 
 
 # ---------------------------------------------------------------- matmul
 
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def unpack_a(p: np.ndarray, m: int, k: int) -> np.ndarray:
+    """The M x K matrix kernels/layout.py's pack_a packed into p (its inverse)."""
+    mp = _round_up(m, layout.MR)
+    return np.ascontiguousarray(np.asarray(p).reshape(mp // layout.MR, k, layout.MR).transpose(0, 2, 1).reshape(mp, k)[:m])
+
+
+def unpack_b(p: np.ndarray, k: int, n: int) -> np.ndarray:
+    """The K x N matrix kernels/layout.py's pack_b packed into p (its inverse)."""
+    np_ = _round_up(n, layout.NR)
+    return np.ascontiguousarray(np.asarray(p).reshape(np_ // layout.NR, k, layout.NR).transpose(1, 0, 2).reshape(k, np_)[:, :n])
+
+
+def _strided_operand(node: Node, x: np.ndarray, key: str, rows: int, cols: int) -> np.ndarray:
+    """An operand read in place through (batch, row, col) strides (fuse_views), as the dense matrix."""
+    st = node.attrs.get(key)
+    if st is None:
+        return x
+    batch = node.outputs[0].shape[:-2]
+    v = as_strided(x, (prod(batch), rows, cols), tuple(st), 0)
+    return v.reshape(*batch, rows, cols) if batch else v[0]
+
+
 def _ref_matmul(node: Node, a: np.ndarray, b: np.ndarray, *extra: np.ndarray) -> np.ndarray:
-    if node.attrs.get("b_packed"):
-        b = node.attrs["_b_unpacked"]
+    if any(k in node.attrs for k in ("a_strides", "b_strides", "b_packed")):  # (never at lowering: no outputs yet)
+        M, N, K = node.outputs[0].shape[-2], node.outputs[0].shape[-1], matmul_k(node)
+        a, b = _strided_operand(node, a, "a_strides", M, K), _strided_operand(node, b, "b_strides", K, N)
+        if node.attrs.get("b_packed"):  # prepacked (passes/prepack.py): the reference reads it unpacked
+            b = unpack_b(b, K, N)
     y = np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.float32)
     return epilogue_ref(node, y, list(extra), -1)
 
@@ -99,7 +129,33 @@ def _describe_matmul(node: Node) -> str:
             + (f" +{a['act']}" if a.get("act") else "") + (" (packed weights)" if a.get("b_packed") else ""))
 
 
-defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch,
+def _check_matmul(node: Node) -> None:
+    """out[..., M, N] = a[..., M, K] @ b[..., K, N] (+ epilogue); a / b either dense with those
+    shapes (or 2-D, shared by the batch), or read in place by (batch, row, col) strides
+    (a_strides / b_strides, from fuse_views), or b prepacked (b_packed: the packed-B layout)."""
+    need(len(node.outputs) == 1, f"{len(node.outputs)} outputs, expected 1")
+    a_v, b_v, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    need(len(out.shape) >= 2, f"a rank-{len(out.shape)} output")
+    check_epilogue(node, 2, (out.shape[-1],))
+    for v, what in ((a_v, "a"), (b_v, "b"), (out, "output")):
+        dtype_in(v, ("float32",), what)
+    M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
+    need(type(node.attrs.get("k", 0)) is int, "k is not an int")
+    batch, B = out.shape[:-2], prod(out.shape[:-2])
+    for v, rows, cols, key in ((a_v, M, K, "a_strides"), (b_v, K, N, "b_strides")):
+        if key in node.attrs:
+            st = node.attrs[key]
+            need(ints(st, 3), f"{key} is not (batch, row, col) strides")
+            within((B, rows, cols), st, 0, v.numel, f"{key} {st}")
+        elif v is b_v and node.attrs.get("b_packed"):
+            need(type(node.attrs["b_packed"]) is bool and v.shape == (layout.packed_b_size(K, N),),
+                 f"packed b %{v.name} {list(v.shape)} is not the packed [{K}, {N}] (of {layout.packed_b_size(K, N)})")
+        else:
+            need(v.shape[-2:] == (rows, cols) and v.shape[:-2] in ((), batch),
+                 f"%{v.name} {list(v.shape)} is not [{', '.join(map(str, batch))}{', ' if batch else ''}{rows}, {cols}]")
+
+
+defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_scratch, rule=_check_matmul,
       scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats_ex(%d, %d, %d, 0, %d)" % (
           *_matmul_dims(n), 1 if n.attrs.get("b_packed") else 0),
       flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n), describe=_describe_matmul)
@@ -162,8 +218,32 @@ def _lower_linear(ctx: LowerCtx, a: dict[str, Any]) -> Value:
 
 # ---------------------------------------------------------------- attention
 
+def sdpa_dims(node: Node) -> tuple[int, int, int, int, int, int, int]:
+    """B, H, Hkv, Lq, Lk, D, Dv: from the operands' shapes, or from attrs["dims"] once
+    passes/attention_views.py has pointed the operands at the buffers their views read."""
+    if "dims" in node.attrs:
+        return tuple(node.attrs["dims"])  # type: ignore[return-value]
+    q, k, v = node.inputs[:3]
+    return q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], v.shape[3]
+
+
+def _sdpa_shapes(node: Node) -> dict[str, tuple[int, int, int, int]]:
+    B, H, Hkv, Lq, Lk, D, Dv = sdpa_dims(node)
+    return {"q": (B, H, Lq, D), "k": (B, Hkv, Lk, D), "v": (B, Hkv, Lk, Dv), "out": (B, H, Lq, Dv)}
+
+
+def _strided(a: np.ndarray, shape: tuple[int, ...], lay: tuple[int, ...]) -> np.ndarray:
+    """The [B, H, L, D] tensor at lay = (batch, head, row stride, offset) in a's elements."""
+    flat = np.ascontiguousarray(a).reshape(-1)
+    it = flat.itemsize
+    return np.lib.stride_tricks.as_strided(flat[lay[3]:], shape, (lay[0] * it, lay[1] * it, lay[2] * it, it))
+
+
 def _ref_sdpa(node: Node, q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np.ndarray) -> np.ndarray:
     at = node.attrs
+    lay, shapes = at.get("layout"), _sdpa_shapes(node)
+    if lay:
+        q, k, v = (_strided(a, shapes[t], lay[t]) for a, t in ((q, "q"), (k, "k"), (v, "v")))
     H, Hkv = q.shape[-3], k.shape[-3]
     if Hkv != H:
         k = np.repeat(k, H // Hkv, axis=-3)
@@ -178,14 +258,20 @@ def _ref_sdpa(node: Node, q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     p /= p.sum(-1, keepdims=True)
-    return np.matmul(p, v.astype(np.float64)).astype(np.float32)
+    o = np.matmul(p, v.astype(np.float64)).astype(np.float32)
+    if not lay:
+        return o
+    out = np.zeros(node.outputs[0].shape, np.float32)  # the output written at its own strides
+    flat = out.reshape(-1)
+    it = flat.itemsize
+    np.lib.stride_tricks.as_strided(flat, shapes["out"], tuple(x * it for x in lay["out"][:3]) + (it,))[...] = o
+    return out
 
 
 def _emit_sdpa(em: EmitCtx, node: Node) -> None:
     q, k, v = node.inputs[:3]
     out = node.outputs[0]
-    B, H, Lq, D = q.shape
-    Hkv, Lk, Dv = k.shape[1], k.shape[2], v.shape[3]
+    B, H, Hkv, Lq, Lk, D, Dv = sdpa_dims(node)
     madd, mbool, strides = "NULL", "NULL", ["0"] * 4
     if len(node.inputs) > 3:
         m = node.inputs[3]
@@ -197,20 +283,62 @@ def _emit_sdpa(em: EmitCtx, node: Node) -> None:
             mbool = em.ptr(m)
         else:
             madd = em.ptr(m)
-    em.line(f"pt2c_sdpa({em.ptr(out)}, {em.ptr(q)}, {em.ptr(k)}, {em.ptr(v)}, {madd}, {mbool}, {', '.join(strides)}, "
-            f"{B}, {H}, {Hkv}, {Lq}, {Lk}, {D}, {Dv}, {em.flt(node.attrs['scale'])}, {int(node.attrs['causal'])}, NULL, "
-            f"{em.scratch(node)});")
+    lay = node.attrs.get("layout")
+    ptrs = [em.ptr(t) for t in (q, k, v)]
+    layout = "NULL"
+    if lay:  # q, k, v and out read / written in place at their strides (passes/attention_views.py)
+        ptrs = [p + (f" + {lay[t][3]}" if lay[t][3] else "") for p, t in zip(ptrs, ("q", "k", "v"))]
+        em.line("pt2c_sdpa_layout layout = { " + ", ".join(
+            f".{t} = {{ {lay[t][0]}, {lay[t][1]}, {lay[t][2]} }}" for t in ("q", "k", "v", "out")) + " };")
+        layout = "&layout"
+    em.line(f"pt2c_sdpa({em.ptr(out)}, {ptrs[0]}, {ptrs[1]}, {ptrs[2]}, {madd}, {mbool}, {', '.join(strides)}, "
+            f"{B}, {H}, {Hkv}, {Lq}, {Lk}, {D}, {Dv}, {em.flt(node.attrs['scale'])}, {int(node.attrs['causal'])}, "
+            f"{layout}, {em.scratch(node)});")
 
 
 def _sdpa_scratch(node: Node) -> int:
+    _, _, _, Lq, Lk, D, Dv = sdpa_dims(node)
+    return 4 * sdpa_scratch_floats(Lq, Lk, D, Dv)
+
+
+def _check_sdpa(node: Node) -> None:
+    """q [B, H, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] (H a multiple of Hkv), an optional bool or
+    additive mask broadcasting to [B, H, Lq, Lk] -> [B, H, Lq, Dv]. With attrs "layout" (and "dims"),
+    q, k, v are the buffers the views read and out the buffer written, each a [B, H, L, D] tensor at
+    (batch, head, row stride, offset) that must lie inside it."""
+    arity(node, (3, 4))
     q, k, v = node.inputs[:3]
-    return 4 * sdpa_scratch_floats(q.shape[2], k.shape[2], q.shape[3], v.shape[3])
+    for t, what in ((q, "q"), (k, "k"), (v, "v")):
+        dtype_in(t, ("float32",), what)
+    B, H, Hkv, Lq, Lk, D, Dv = sdpa_dims(node)
+    lay = node.attrs.get("layout")
+    need(Hkv > 0 and H % Hkv == 0, f"{H} query heads, {Hkv} kv heads")
+    if lay:
+        need(isinstance(node.attrs.get("dims"), tuple) and len(node.attrs["dims"]) == 7, "layout without dims")
+        shapes = _sdpa_shapes(node)
+        for t, x in (("q", q), ("k", k), ("v", v), ("out", node.outputs[0])):
+            need(len(lay[t]) == 4 and all(type(s) is int and s >= 0 for s in lay[t]), f"layout of {t}: {lay[t]}")
+            b, h, r, off = lay[t]
+            n, hh, ll, d = shapes[t]
+            need(off + (n - 1) * b + (hh - 1) * h + (ll - 1) * r + d <= x.numel, f"{t} at {lay[t]} overruns %{x.name}")
+        need(node.outputs[0].numel == B * H * Lq * Dv and node.outputs[0].dtype == "float32", "output size")
+    else:
+        for t, what in ((q, "q"), (k, "k"), (v, "v")):
+            need(len(t.shape) == 4, f"{what} %{t.name} is rank {len(t.shape)}, expected 4")
+        need(k.shape[0] == v.shape[0] == B and k.shape[1] == v.shape[1] and k.shape[2] == v.shape[2]
+             and k.shape[3] == D, f"q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
+        result(node.outputs[0], (B, H, Lq, Dv), "float32")
+    need(type(node.attrs["scale"]) is float and type(node.attrs["causal"]) is bool, "scale / causal")
+    full = (B, H, Lq, Lk)
+    if len(node.inputs) == 4:
+        m = node.inputs[3]
+        dtype_in(m, ("bool", "float32"), "mask")
+        need(len(m.shape) <= 4 and broadcast(m.shape, full) == full, f"mask {list(m.shape)} does not broadcast to {list(full)}")
 
 
-defop("sdpa", _ref_sdpa, _emit_sdpa, kernels=("attention",), scratch=_sdpa_scratch,
-      scratch_c=lambda n: "4 * pt2c_sdpa_scratch_floats(%d, %d, %d, %d)" % (
-          n.inputs[0].shape[2], n.inputs[1].shape[2], n.inputs[0].shape[3], n.inputs[2].shape[3]),
-      flops=lambda n: 4 * n.inputs[0].numel * n.inputs[1].shape[-2])
+defop("sdpa", _ref_sdpa, _emit_sdpa, kernels=("attention",), scratch=_sdpa_scratch, rule=_check_sdpa,
+      scratch_c=lambda n: "4 * pt2c_sdpa_scratch_floats(%d, %d, %d, %d)" % sdpa_dims(n)[3:],
+      flops=lambda n: (lambda B, H, Hkv, Lq, Lk, D, Dv: 4 * B * H * Lq * D * Lk)(*sdpa_dims(n)))
 
 
 def _sdpa_bcast_kv(ctx: LowerCtx, q: Value, k: Value, v: Value) -> list[Value]:

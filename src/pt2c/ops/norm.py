@@ -12,8 +12,8 @@ import numpy as np
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
-from pt2c.ops.registry import defop, lowers
-from pt2c.ops.util import norm_dim, outer_inner, output_used
+from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.util import norm_dim, outer_inner, output_used, prod
 
 
 # ---------------------------------------------------------------- layer norm / rms norm
@@ -48,7 +48,23 @@ def _emit_layer_norm(em: EmitCtx, node: Node) -> None:
     em.line(f"pt2c_layer_norm({em.ptr(out)}, {em.ptr(x)}, {w}, {b}, {rows}, {cols}, {em.flt(node.attrs['eps'])});")
 
 
-defop("layer_norm", _ref_layer_norm, _emit_layer_norm, kernels=("norm",), flops=lambda n: 8 * n.outputs[0].numel)
+def _check_layer_norm(node: Node) -> None:
+    """Same shape out; weight and bias (when present) shaped like the normalized trailing dims."""
+    at = node.attrs
+    need(type(at["has_weight"]) is bool and type(at["has_bias"]) is bool and type(at["eps"]) is float,
+         "has_weight / has_bias / eps")
+    arity(node, 1 + at["has_weight"] + at["has_bias"])
+    x, k = node.inputs[0], at["normalized"]
+    dtype_in(x, ("float32",), "input")
+    need(type(k) is int and 0 <= k <= len(x.shape), f"normalized {k} of a rank-{len(x.shape)} input")
+    for v in node.inputs[1:]:
+        dtype_in(v, ("float32",), "weight / bias")
+        need(v.shape == x.shape[len(x.shape) - k:], f"weight / bias {list(v.shape)} for input {list(x.shape)}")
+    result(node.outputs[0], x.shape, "float32")
+
+
+defop("layer_norm", _ref_layer_norm, _emit_layer_norm, kernels=("norm",), flops=lambda n: 8 * n.outputs[0].numel,
+      rule=_check_layer_norm)
 
 
 @lowers("aten.native_layer_norm.default", "aten.layer_norm.default")
@@ -89,7 +105,19 @@ def _emit_rms_norm(em: EmitCtx, node: Node) -> None:
     em.line(f"pt2c_rms_norm({em.ptr(out)}, {em.ptr(x)}, {w}, {x.numel // cols}, {cols}, {em.flt(node.attrs['eps'])});")
 
 
-defop("rms_norm", _ref_rms_norm, _emit_rms_norm, kernels=("norm",), flops=lambda n: 4 * n.outputs[0].numel)
+def _check_rms_norm(node: Node) -> None:
+    arity(node, (1, 2))
+    x = node.inputs[0]
+    dtype_in(x, ("float32",), "input")
+    need(len(x.shape) >= 1 and type(node.attrs["eps"]) is float, "a 0-d input / eps")
+    if len(node.inputs) == 2:
+        dtype_in(node.inputs[1], ("float32",), "weight")
+        need(node.inputs[1].shape == x.shape[-1:], f"weight {list(node.inputs[1].shape)} for input {list(x.shape)}")
+    result(node.outputs[0], x.shape, "float32")
+
+
+defop("rms_norm", _ref_rms_norm, _emit_rms_norm, kernels=("norm",), flops=lambda n: 4 * n.outputs[0].numel,
+      rule=_check_rms_norm)
 
 
 @lowers("aten.rms_norm.default")
@@ -129,7 +157,19 @@ def _emit_channel_affine(em: EmitCtx, node: Node) -> None:
     em.line(f"pt2c_channel_affine({em.ptr(node.outputs[0])}, {em.ptr(x)}, {em.ptr(s)}, {em.ptr(b)}, {N}, {C}, {inner});")
 
 
-defop("channel_affine", _ref_channel_affine, _emit_channel_affine, kernels=("norm",), flops=lambda n: 2 * n.outputs[0].numel)
+def _check_channel_affine(node: Node) -> None:
+    """x [N, C, ...] * scale[C] + shift[C]."""
+    arity(node, 3)
+    x, s, b = node.inputs
+    need(len(x.shape) >= 2, f"input {list(x.shape)} has no channel dim")
+    for v, what in ((x, "input"), (s, "scale"), (b, "shift")):
+        dtype_in(v, ("float32",), what)
+    need(s.shape == b.shape == (x.shape[1],), f"scale {list(s.shape)} / shift {list(b.shape)} for {x.shape[1]} channels")
+    result(node.outputs[0], x.shape, "float32")
+
+
+defop("channel_affine", _ref_channel_affine, _emit_channel_affine, kernels=("norm",), flops=lambda n: 2 * n.outputs[0].numel,
+      rule=_check_channel_affine)
 
 
 @lowers("aten._native_batch_norm_legit_no_training.default", "aten.batch_norm.default",
@@ -190,7 +230,18 @@ def _emit_softmax(em: EmitCtx, node: Node) -> None:
     em.line(f"{fn}({em.ptr(node.outputs[0])}, {em.ptr(x)}, {outer}, {dim}, {inner});")
 
 
-defop("softmax", _ref_softmax, _emit_softmax, kernels=("norm",), flops=lambda n: 5 * n.outputs[0].numel)
+def _check_softmax(node: Node) -> None:
+    arity(node, 1)
+    x, dim = node.inputs[0], node.attrs["dim"]
+    dtype_in(x, ("float32", "float64"), "input")
+    need(type(dim) is int and 0 <= dim < len(x.shape) and type(node.attrs["log"]) is bool,
+         f"dim {dim} of a rank-{len(x.shape)} input / log")
+    out = node.outputs[0]
+    result(out, () if (x.shape, out.shape) == ((1,), ()) else x.shape, x.dtype)  # a 0-d input is viewed as [1]
+
+
+defop("softmax", _ref_softmax, _emit_softmax, kernels=("norm",), flops=lambda n: 5 * n.outputs[0].numel,
+      rule=_check_softmax)
 
 
 @lowers("aten._softmax.default", "aten.softmax.int", "aten._log_softmax.default", "aten.log_softmax.int")
@@ -242,7 +293,20 @@ def _emit_moments_norm(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("moments_norm", _ref_moments_norm, _emit_moments_norm, flops=lambda n: 8 * n.inputs[0].numel)
+def _check_moments_norm(node: Node) -> None:
+    """x normalised per m of its [O, M, I] view: y like x, mean and rstd [M]."""
+    arity(node, 1, 3)
+    x, view = node.inputs[0], node.attrs["view"]
+    dtype_in(x, ("float32",), "input")
+    need(ints(view, 3, 0) and prod(view) == x.numel and type(node.attrs["eps"]) is float,
+         f"view {view} of {x.numel} elements / eps")
+    result(node.outputs[0], x.shape, "float32")
+    result(node.outputs[1], (view[1],), "float32", "mean")
+    result(node.outputs[2], (view[1],), "float32", "rstd")
+
+
+defop("moments_norm", _ref_moments_norm, _emit_moments_norm, flops=lambda n: 8 * n.inputs[0].numel,
+      rule=_check_moments_norm)
 
 
 def _affine(ctx: LowerCtx, y: Value, w: Value | None, b: Value | None, C: int, out: Value) -> Value:

@@ -11,7 +11,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import empty_output, output_used, prod
 
 
@@ -60,7 +60,48 @@ def _emit_pool(em: EmitCtx, node: Node) -> None:
         em.line(f"pt2c_avgpool2d({args}, {OH}, {OW}, {int(at['count_include_pad'])}, {at.get('divisor') or 0});")
 
 
-defop("pool2d", _ref_pool, _emit_pool, kernels=("pool",))
+def pool_out_size(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    """Output size of a pooling window along one dim (PyTorch's rule, ceil_mode included: a last
+    window that starts in the right padding is dropped)."""
+    span = n + 2 * p - d * (k - 1) - 1
+    if not ceil:
+        return span // s + 1
+    o = -(-span // s) + 1
+    return o - 1 if (o - 1) * s >= n + p else o
+
+
+def _check_window(node: Node, x_rank: int, nd: int, kind: str) -> tuple[tuple[int, ...], ...]:
+    """The window attrs of a `kind` ("max" / "avg") pooling node over the last nd dims; the allowed
+    output sizes per dim (floor and ceil mode, when the node does not say which)."""
+    at = node.attrs
+    need(kind in ("max", "avg"), f"kind {kind!r}")
+    x = node.inputs[0]
+    dtype_in(x, ("float32",), "input")
+    need(len(x.shape) == x_rank, f"input %{x.name} is rank {len(x.shape)}, expected {x_rank}")
+    need(ints(at["kernel"], nd, 1) and ints(at["stride"], nd, 1) and ints(at["padding"], nd, 0)
+         and ints(at.get("dilation", (1,) * nd), nd, 1), "kernel / stride / padding / dilation")
+    if kind == "avg":
+        need(type(at["count_include_pad"]) is bool and (at["divisor"] is None or type(at["divisor"]) is int),
+             "count_include_pad / divisor")
+    modes = (bool(at["ceil_mode"]),) if "ceil_mode" in at else (False, True)
+    need(all(type(m) is bool for m in modes), "ceil_mode is not a bool")
+    return tuple(tuple({pool_out_size(n, k, s, p, d, m) for m in modes}) for n, k, s, p, d in
+                 zip(x.shape[-nd:], at["kernel"], at["stride"], at["padding"], at.get("dilation", (1,) * nd)))
+
+
+def _sizes_ok(out: Any, lead: tuple[int, ...], sizes: tuple[tuple[int, ...], ...], dtype: str, what: str) -> None:
+    need(out.dtype == dtype and out.shape[:len(lead)] == lead and len(out.shape) == len(lead) + len(sizes)
+         and all(o in ok for o, ok in zip(out.shape[len(lead):], sizes)),
+         f"{what} %{out.name} is {out.dtype}{list(out.shape)}, expected {dtype}{list(lead)} + sizes {list(sizes)}")
+
+
+def _check_pool(node: Node) -> None:
+    arity(node, 1)
+    sizes = _check_window(node, 4, 2, node.attrs["kind"])
+    _sizes_ok(node.outputs[0], node.inputs[0].shape[:2], sizes, "float32", "output")
+
+
+defop("pool2d", _ref_pool, _emit_pool, kernels=("pool",), rule=_check_pool)
 
 
 def _ref_adaptive(node: Node, x: np.ndarray) -> np.ndarray:
@@ -83,7 +124,16 @@ def _emit_adaptive(em: EmitCtx, node: Node) -> None:
     em.line(f"{fn}({em.ptr(out)}, {em.ptr(x)}, {N * C}, {H}, {W}, {out.shape[2]}, {out.shape[3]});")
 
 
-defop("adaptive_pool2d", _ref_adaptive, _emit_adaptive, kernels=("pool",))
+def _check_adaptive(node: Node) -> None:
+    arity(node, 1)
+    x, out = node.inputs[0], node.outputs[0]
+    need(node.attrs["kind"] in ("max", "avg"), f"kind {node.attrs['kind']!r}")
+    dtype_in(x, ("float32",), "input")
+    need(len(x.shape) == 4 and len(out.shape) == 4, "not [N, C, H, W]")
+    result(out, (*x.shape[:2], *out.shape[2:]), "float32")
+
+
+defop("adaptive_pool2d", _ref_adaptive, _emit_adaptive, kernels=("pool",), rule=_check_adaptive)
 
 
 def _pool_args(a: dict[str, Any], nd: int = 2) -> tuple[tuple, tuple, tuple, tuple]:
@@ -214,7 +264,15 @@ def _emit_maxpool_idx(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("maxpool2d_idx", _ref_maxpool_idx, _emit_maxpool_idx)
+def _check_maxpool_idx(node: Node) -> None:
+    arity(node, 1, 2)
+    sizes = _check_window(node, 4, 2, "max")
+    lead = node.inputs[0].shape[:2]
+    _sizes_ok(node.outputs[0], lead, sizes, "float32", "output")
+    result(node.outputs[1], node.outputs[0].shape, "int64", "indices")
+
+
+defop("maxpool2d_idx", _ref_maxpool_idx, _emit_maxpool_idx, rule=_check_maxpool_idx)
 
 
 # ---------------------------------------------------------------- N-d pooling (3-d): max with indices, avg, adaptive avg
@@ -310,7 +368,24 @@ def _emit_pool_nd(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("pool_nd", _ref_pool_nd, _emit_pool_nd)
+def _check_pool_nd(node: Node) -> None:
+    at = node.attrs
+    nd, kind = at["nd"], at["kind"]
+    need(type(nd) is int and nd >= 1, "nd")
+    arity(node, 1, 2 if kind == "max" else 1)
+    x, out = node.inputs[0], node.outputs[0]
+    need(len(x.shape) >= nd + 1, f"input {list(x.shape)} for {nd}-d pooling")
+    lead = x.shape[:-nd]
+    if kind == "adaptive":
+        dtype_in(x, ("float32",), "input")
+        result(out, (*lead, *out.shape[len(lead):]), "float32")
+        return
+    _sizes_ok(out, lead, _check_window(node, len(x.shape), nd, kind), "float32", "output")
+    if kind == "max":
+        result(node.outputs[1], out.shape, "int64", "indices")
+
+
+defop("pool_nd", _ref_pool_nd, _emit_pool_nd, rule=_check_pool_nd)
 
 
 def _pool3d_args(ctx: LowerCtx, a: dict[str, Any]) -> tuple[tuple[int, ...], ...]:
@@ -398,7 +473,19 @@ def _emit_maxpool_bwd(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("maxpool2d_bwd", _ref_maxpool_bwd, _emit_maxpool_bwd)
+def _check_maxpool_bwd(node: Node) -> None:
+    """The gradient of the pooled [..., OH, OW] scattered through its indices into [..., H, W]."""
+    arity(node, 2)
+    go, ind = node.inputs
+    out = node.outputs[0]
+    dtype_in(go, ("float32",), "grad_output")
+    dtype_in(ind, ("int64",), "indices")
+    need(ind.shape == go.shape and len(go.shape) >= 2 and len(out.shape) == len(go.shape)
+         and out.shape[:-2] == go.shape[:-2], f"grad {list(go.shape)}, indices {list(ind.shape)}, out {list(out.shape)}")
+    result(out, out.shape, "float32")
+
+
+defop("maxpool2d_bwd", _ref_maxpool_bwd, _emit_maxpool_bwd, rule=_check_maxpool_bwd)
 
 
 @lowers("aten.max_pool2d_with_indices_backward.default")

@@ -13,7 +13,7 @@ import numpy as np
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.shape import make_strided
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin,
                            norm_dim, outer_inner, prod)
@@ -74,7 +74,20 @@ def _emit_generic_reduce(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("reduce", _ref_reduce, _emit_reduce, kernels=("reduce",), flops=lambda n: n.inputs[0].numel)
+def _check_reduce(node: Node) -> None:
+    """x viewed as [outer, r, inner] reduced over r: outer * inner elements out; arg* give int64,
+    any / all bool (uint8 for a uint8 input, as torch), the others x's dtype."""
+    arity(node, 1)
+    x, out = node.inputs[0], node.outputs[0]
+    kind, view = node.attrs["kind"], node.attrs["view"]
+    need(kind in _REDUCE_NP, f"kind {kind!r}")
+    need(ints(view, 3, 0) and prod(view) == x.numel, f"view {view} of {x.numel} elements")
+    need(out.numel == view[0] * view[2], f"{out.numel} elements out of an {list(view)} reduction over r")
+    want = ("int64",) if kind.startswith("arg") else ("bool", "uint8") if kind in ("any", "all") else (x.dtype,)
+    dtype_in(out, want, "output")
+
+
+defop("reduce", _ref_reduce, _emit_reduce, kernels=("reduce",), flops=lambda n: n.inputs[0].numel, rule=_check_reduce)
 
 
 def make_reduce(ctx: LowerCtx, kind: str, x: Value, dims: list[int] | None, out: Value) -> Value:
@@ -158,7 +171,14 @@ def _emit_cumsum(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("cumsum", _ref_cumsum, _emit_cumsum)
+def _check_cumsum(node: Node) -> None:
+    arity(node, 1)
+    x, out, dim = node.inputs[0], node.outputs[0], node.attrs["dim"]
+    need(type(dim) is int and 0 <= dim < max(len(x.shape), 1), f"dim {dim} of a rank-{len(x.shape)} input")
+    result(out, x.shape, out.dtype)  # any dtype (cumsum's dtype=): the C accumulates in it
+
+
+defop("cumsum", _ref_cumsum, _emit_cumsum, rule=_check_cumsum)
 
 
 @lowers("aten.cumsum.default")
@@ -307,7 +327,18 @@ def _emit_cdist(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("cdist", _ref_cdist, _emit_cdist)
+def _check_cdist(node: Node) -> None:
+    """x1 [..., P, M], x2 [..., R, M] -> [broadcast(...), P, R]."""
+    arity(node, 2)
+    x1, x2 = node.inputs
+    dtype_in(x1, FLOATS, "x1")
+    need(x2.dtype == x1.dtype and len(x1.shape) >= 2 and len(x2.shape) >= 2 and x1.shape[-1] == x2.shape[-1],
+         f"x1 {x1.dtype}{list(x1.shape)}, x2 {x2.dtype}{list(x2.shape)}")
+    need(type(node.attrs["p"]) is float and node.attrs["p"] >= 0, "p is not a float >= 0")
+    result(node.outputs[0], (*broadcast(x1.shape[:-2], x2.shape[:-2]), x1.shape[-2], x2.shape[-2]), x1.dtype)
+
+
+defop("cdist", _ref_cdist, _emit_cdist, rule=_check_cdist)
 
 
 @lowers("aten._cdist_forward.default")
@@ -349,7 +380,16 @@ def _emit_pdist(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("pdist", _ref_pdist, _emit_pdist)
+def _check_pdist(node: Node) -> None:
+    """x [N, M] -> the N (N - 1) / 2 distances of its row pairs."""
+    arity(node, 1)
+    x = node.inputs[0]
+    dtype_in(x, FLOATS, "input")
+    need(len(x.shape) == 2 and type(node.attrs["p"]) is float and node.attrs["p"] >= 0, f"input {list(x.shape)} / p")
+    result(node.outputs[0], (x.shape[0] * (x.shape[0] - 1) // 2,), x.dtype)
+
+
+defop("pdist", _ref_pdist, _emit_pdist, rule=_check_pdist)
 
 
 @lowers("aten._pdist_forward.default")

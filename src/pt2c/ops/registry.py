@@ -6,12 +6,14 @@ imports every family, so `from pt2c.ops import OPS` always sees the whole op set
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pt2c.ir import VerifyError
+
 if TYPE_CHECKING:
-    from pt2c.ir import Node
+    from pt2c.ir import Node, Value
 
 
 @dataclass
@@ -27,6 +29,21 @@ class OpDef:
     describe: Callable[[Node], str] | None = None  # what the node's C comment says it does (default: the op name)
     # a fused node: the nodes it runs, each commented as itself followed by a note
     parts: Callable[[Node], list[tuple[Node, str]]] | None = None
+    # the op's shape / dtype / attribute rule: raises VerifyError (through `need`) for a node it rejects
+    rule: Callable[[Node], None] | None = None
+
+    def check(self, node: Node) -> None:
+        """The node against this op's rule: attrs plain data, input / output counts, dtypes, shapes.
+        Raises VerifyError naming the op, what is wrong and the node (ops.verify runs it on every node)."""
+        try:
+            bad = non_plain(node.attrs)
+            need(bad is None, f"attr {bad} is not plain data (None, bool, int, float, str, tuple / list / dict of those)")
+            need(self.rule is not None, "the op has no check rule")
+            self.rule(node)  # type: ignore[misc]
+        except VerifyError as e:
+            raise VerifyError(f"op {self.name}: {e} in {node!r}") from None
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:  # a missing or malformed attr
+            raise VerifyError(f"op {self.name}: malformed node ({type(e).__name__}: {e}) in {node!r}") from None
 
 
 OPS: dict[str, OpDef] = {}
@@ -58,6 +75,91 @@ def defop(name: str, ref: Callable[..., Any], emit: Callable[..., None], **kw: A
         raise ValueError(f"op {name!r} defined twice")
     OPS[name] = OpDef(name, ref, emit, **kw)
     return OPS[name]
+
+
+# ---------------------------------------------------------------- what check rules are written with
+
+PLAIN_SCALARS = (type(None), bool, int, float, str)
+
+
+def non_plain(x: Any, path: str = "") -> str | None:
+    """Where x holds something other than plain data (None, bool, int, float, str, and tuples, lists
+    and str-keyed dicts of those): a path and type name such as "_pw: Node", or None.  Exact types, so
+    numpy scalars (np.float64 is a float subclass), arrays, Values and Nodes are all refused."""
+    t = type(x)
+    if t in PLAIN_SCALARS:
+        return None
+    if t in (tuple, list):
+        for i, v in enumerate(x):
+            if (bad := non_plain(v, f"{path}[{i}]")) is not None:
+                return bad
+        return None
+    if t is dict:
+        for k, v in x.items():
+            if type(k) is not str:
+                return f"{path}: dict key {k!r} ({type(k).__name__})"
+            if (bad := non_plain(v, f"{path}.{k}" if path else k)) is not None:
+                return bad
+        return None
+    return f"{path or 'attrs'}: {t.__name__}"
+
+
+def need(cond: Any, what: str) -> None:
+    """A check rule's assertion: VerifyError(what) unless cond."""
+    if not cond:
+        raise VerifyError(what)
+
+
+INTS = ("int64", "int32", "int16", "int8", "uint8")
+
+
+def arity(node: Node, n_in: int | Iterable[int], n_out: int = 1) -> None:
+    """The node has n_in inputs (an int or the allowed counts) and n_out outputs."""
+    allowed = (n_in,) if isinstance(n_in, int) else tuple(n_in)
+    need(len(node.inputs) in allowed, f"{len(node.inputs)} inputs, expected {' or '.join(map(str, allowed))}")
+    need(len(node.outputs) == n_out, f"{len(node.outputs)} outputs, expected {n_out}")
+
+
+def dtype_in(v: Value, allowed: Iterable[str], what: str) -> None:
+    allowed = tuple(allowed)
+    need(v.dtype in allowed, f"{what} %{v.name} is {v.dtype}, expected {' / '.join(allowed)}")
+
+
+def result(v: Value, shape: Iterable[int], dtype: str, what: str = "output") -> None:
+    """v has the shape and dtype the rule computed from the inputs and attrs."""
+    shape = tuple(int(s) for s in shape)
+    need(v.shape == shape and v.dtype == dtype,
+         f"{what} %{v.name} is {v.dtype}{list(v.shape)}, the inputs and attrs give {dtype}{list(shape)}")
+
+
+def ints(x: Any, n: int | None = None, lo: int | None = None) -> bool:
+    """x is a tuple / list of n ints (any length for None), each >= lo when given."""
+    return (type(x) in (tuple, list) and (n is None or len(x) == n)
+            and all(type(i) is int and (lo is None or i >= lo) for i in x))
+
+
+def broadcast(*shapes: Iterable[int]) -> tuple[int, ...]:
+    """NumPy / PyTorch broadcasting of shapes; VerifyError if they do not broadcast."""
+    shapes = [tuple(s) for s in shapes]
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for s in shapes:
+        for i, n in enumerate(s):
+            d = rank - len(s) + i
+            need(n == out[d] or n == 1 or out[d] == 1, f"shapes {[list(x) for x in shapes]} do not broadcast")
+            out[d] = n if out[d] == 1 else out[d]
+    return tuple(out)
+
+
+def within(shape: Iterable[int], strides: Iterable[int], offset: int, numel: int, what: str) -> None:
+    """A strided read (shape, element strides, element offset) stays inside a dense tensor of numel elements."""
+    shape, strides = tuple(shape), tuple(strides)
+    need(len(shape) == len(strides), f"{what}: {len(strides)} strides for a rank-{len(shape)} shape")
+    if any(n == 0 for n in shape):
+        return
+    lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+    hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    need(0 <= lo and hi < numel, f"{what}: reads elements {lo}..{hi} of {numel}")
 
 
 def lowers(*targets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -11,7 +11,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import INTS, arity, defop, dtype_in, lowers, need, result
 from pt2c.ops.util import empty_output, prod
 
 
@@ -53,7 +53,29 @@ def _emit_upsample(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("upsample2d", _ref_upsample, _emit_upsample)
+def _check_upsample(node: Node) -> None:
+    """x [..., H, W] -> [..., OH, OW] through its tables: nearest, the source row / column of each
+    output one (int, [OH], [OW]); bilinear, two source rows and their weights per output row, the
+    same for columns (h0, h1, hl0, hl1, w0, w1, wl0, wl1)."""
+    mode = node.attrs["mode"]
+    need(mode in ("nearest", "bilinear"), f"mode {mode!r}")
+    arity(node, 3 if mode == "nearest" else 9)
+    x, out = node.inputs[0], node.outputs[0]
+    dtype_in(x, ("float32",), "input")
+    need(len(x.shape) >= 2 and len(out.shape) == len(x.shape), f"input {list(x.shape)}, output {list(out.shape)}")
+    (H, W), (OH, OW) = x.shape[-2:], out.shape[-2:]
+    tabs = node.inputs[1:]
+    kinds = ("i", "i") if mode == "nearest" else ("i", "i", "f", "f") * 2
+    for i, (t, kind) in enumerate(zip(tabs, kinds)):
+        n, size = (OH, H) if i < len(tabs) // 2 else (OW, W)
+        dtype_in(t, INTS if kind == "i" else ("float32",), f"table {i}")
+        need(t.shape == (n,), f"table {i} %{t.name} {list(t.shape)}, expected [{n}]")
+        if kind == "i" and t.is_const and n:
+            need(0 <= int(t.data.min()) and int(t.data.max()) < size, f"table {i} indexes outside [0, {size})")
+    result(out, (*x.shape[:-2], OH, OW), "float32")
+
+
+defop("upsample2d", _ref_upsample, _emit_upsample, rule=_check_upsample)
 
 
 def _interp_matrix(mode: str, n: int, on: int, align: Any, scale: Any) -> np.ndarray:
@@ -154,7 +176,21 @@ def _emit_grid_sampler(em: EmitCtx, node: Node) -> None:
             f"{at['interp']}, {at['padding']}, {int(at['align'])});")
 
 
-defop("grid_sampler_2d", _ref_grid_sampler, _emit_grid_sampler, kernels=("grid",),
+def _check_grid_sampler(node: Node) -> None:
+    """x [N, C, H, W] sampled at grid [N, OH, OW, 2] -> [N, C, OH, OW]."""
+    arity(node, 2)
+    x, grid = node.inputs
+    at = node.attrs
+    dtype_in(x, ("float32",), "input")
+    dtype_in(grid, ("float32",), "grid")
+    need(len(x.shape) == 4 and len(grid.shape) == 4 and grid.shape[0] == x.shape[0] and grid.shape[3] == 2,
+         f"input {list(x.shape)}, grid {list(grid.shape)}")
+    need(at["interp"] in (0, 1, 2) and at["padding"] in (0, 1, 2) and type(at["interp"]) is int
+         and type(at["padding"]) is int and type(at["align"]) is bool, "interp / padding / align")
+    result(node.outputs[0], (*x.shape[:2], *grid.shape[1:3]), "float32")
+
+
+defop("grid_sampler_2d", _ref_grid_sampler, _emit_grid_sampler, kernels=("grid",), rule=_check_grid_sampler,
       flops=lambda n: 8 * n.outputs[0].numel)
 
 

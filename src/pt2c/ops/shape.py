@@ -23,7 +23,7 @@ import numpy as np
 from pt2c.ir import Node, Value, ctype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import arity, defop, ints, lowers, need, result, within
 from pt2c.ops.util import as_strided, close_loops, contiguous_strides, empty_output, index_loops, lin, lit, norm_dim
 
 
@@ -39,7 +39,17 @@ def _emit_view(em: EmitCtx, node: Node) -> None:
     pass  # storage is shared; the emitter defines the pointer
 
 
-defop("view", _ref_view, _emit_view, alias=True)
+def _check_view(node: Node) -> None:
+    """The same elements (or a contiguous run of them, at `offset`) under another shape."""
+    arity(node, 1)
+    x, out = node.inputs[0], node.outputs[0]
+    off = node.attrs.get("offset", 0)
+    need(out.dtype == x.dtype, f"a view of a {x.dtype} tensor as {out.dtype}")
+    need(type(off) is int and off >= 0 and off + out.numel <= max(x.numel, off),
+         f"{out.numel} elements at offset {off} of a {x.numel}-element tensor")
+
+
+defop("view", _ref_view, _emit_view, alias=True, rule=_check_view)
 
 
 def make_view(ctx: LowerCtx, x: Value, out: Value, offset: int = 0) -> Value:
@@ -72,7 +82,16 @@ def _emit_strided(em: EmitCtx, node: Node) -> None:
     em.strided_loop(out.shape, operands, lambda ix: f"{operands[0][0]}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
 
 
-defop("strided", _ref_strided, _emit_strided)
+def _check_strided(node: Node) -> None:
+    arity(node, 1)
+    x, out = node.inputs[0], node.outputs[0]
+    st, off = node.attrs["strides"], node.attrs["offset"]
+    need(ints(st, len(out.shape)) and type(off) is int, "strides / offset: one int per output dim / an int")
+    need(out.dtype == x.dtype, f"a strided read of a {x.dtype} tensor as {out.dtype}")
+    within(out.shape, st, off, x.numel, "the strided read")
+
+
+defop("strided", _ref_strided, _emit_strided, rule=_check_strided)
 
 
 def make_strided(ctx: LowerCtx, x: Value, out: Value, strides: tuple[int, ...], offset: int) -> Value:
@@ -200,7 +219,21 @@ def _emit_cat(em: EmitCtx, node: Node) -> None:
         at += v.shape[dim]
 
 
-defop("cat", _ref_cat, _emit_cat)
+def _check_cat(node: Node) -> None:
+    need(len(node.inputs) >= 1, "no inputs")
+    arity(node, len(node.inputs))
+    out, dim = node.outputs[0], node.attrs["dim"]
+    need(type(dim) is int and 0 <= dim < len(out.shape), f"dim {dim} of a rank-{len(out.shape)} output")
+    for v in node.inputs:
+        need(v.dtype == out.dtype and len(v.shape) == len(out.shape)
+             and all(a == b for d, (a, b) in enumerate(zip(v.shape, out.shape)) if d != dim),
+             f"input %{v.name} {v.dtype}{list(v.shape)} does not fit along dim {dim}")
+    shape = list(out.shape)
+    shape[dim] = sum(v.shape[dim] for v in node.inputs)
+    result(out, shape, out.dtype)
+
+
+defop("cat", _ref_cat, _emit_cat, rule=_check_cat)
 
 
 @lowers("aten.cat.default", "aten.concat.default")
@@ -318,7 +351,16 @@ def _emit_pad(em: EmitCtx, node: Node) -> None:
     em.strided_loop(tuple(shape), operands, lambda ix: f"{Y}[{ix[0]}] = {operands[1][0]}[{ix[1]}];")
 
 
-defop("pad", _ref_pad, _emit_pad)
+def _check_pad(node: Node) -> None:
+    arity(node, 1)
+    x, pads = node.inputs[0], node.attrs["pads"]
+    need(type(pads) is tuple and len(pads) == len(x.shape) and all(ints(p, 2) for p in pads),
+         "pads: one (before, after) pair per dim")
+    need(type(node.attrs["value"]) in (bool, int, float), "value is not a Python bool / int / float")
+    result(node.outputs[0], [n + lo + hi for n, (lo, hi) in zip(x.shape, pads)], x.dtype)
+
+
+defop("pad", _ref_pad, _emit_pad, rule=_check_pad)
 
 
 @lowers("aten.constant_pad_nd.default")
@@ -389,7 +431,17 @@ def _emit_strided_scatter(em: EmitCtx, node: Node) -> None:
     close_loops(em, k)
 
 
-defop("strided_scatter", _ref_strided_scatter, _emit_strided_scatter)
+def _check_strided_scatter(node: Node) -> None:
+    arity(node, 2)
+    x, src = node.inputs
+    st, off = node.attrs["strides"], node.attrs["offset"]
+    need(ints(st, len(src.shape)) and type(off) is int, "strides / offset: one int per src dim / an int")
+    need(src.dtype == x.dtype, f"src is {src.dtype}, x {x.dtype}")
+    within(src.shape, st, off, x.numel, "the strided write")
+    result(node.outputs[0], x.shape, x.dtype)
+
+
+defop("strided_scatter", _ref_strided_scatter, _emit_strided_scatter, rule=_check_strided_scatter)
 
 
 def _strided_scatter(ctx: LowerCtx, x: Value, src: Value, strides: tuple[int, ...], offset: int) -> Value:

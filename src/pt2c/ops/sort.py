@@ -8,7 +8,7 @@ import numpy as np
 
 from pt2c.ir import Node, ctype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import defop, lowers
+from pt2c.ops.registry import arity, defop, lowers, need, result
 from pt2c.ops.util import norm_dim, prod
 
 
@@ -80,7 +80,21 @@ def _emit_select_sort(em: EmitCtx, node: Node) -> None:
     em.line("}")
 
 
-defop("select_sort", _ref_select_sort, _emit_select_sort)
+def _check_select_sort(node: Node) -> None:
+    """The first k of each line along dim, in order: values (x's dtype) and int64 indices, x's shape
+    with dim of size k."""
+    arity(node, 1, 2)
+    x = node.inputs[0]
+    dim, k, desc = node.attrs["dim"], node.attrs["k"], node.attrs["descending"]
+    need(x.dtype != "bool" and type(desc) is bool, f"a {x.dtype} input / descending")
+    need(type(dim) is int and 0 <= dim < len(x.shape), f"dim {dim} of a rank-{len(x.shape)} input")
+    need(type(k) is int and 0 < k <= x.shape[dim], f"k {k} of {x.shape[dim]}")
+    shape = (*x.shape[:dim], k, *x.shape[dim + 1:])
+    result(node.outputs[0], shape, x.dtype, "values")
+    result(node.outputs[1], shape, "int64", "indices")
+
+
+defop("select_sort", _ref_select_sort, _emit_select_sort, rule=_check_select_sort)
 
 
 @lowers("aten.sort.default", "aten.sort.stable", "aten.topk.default")

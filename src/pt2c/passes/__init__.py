@@ -1,37 +1,75 @@
-"""Graph passes.  Each takes and returns a Graph; `optimize` runs them with the verifier
-between every pass, so a pass bug is caught where it happens."""
+"""Graph passes.  Each takes a Graph and returns it rewritten; `ops.verify` runs after every one
+(`run_pass`), so a pass bug is caught where it happens.
+
+`optimize` runs the optimisation pipeline the options ask for (`pipeline`); `finish` runs the last
+two passes, which every compile needs: outputs materialised and memory planned (the plan is
+returned beside the graph and verified with it)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
-from pt2c.ir import Graph
+from pt2c.ir import Graph, MemoryPlan
 from pt2c.ops import verify
+from pt2c.options import CompileOptions
+from pt2c.passes.algorithms import choose_algorithms
+from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
+from pt2c.passes.memory import materialize_outputs, plan_memory
 from pt2c.passes.prepack import prepack
 from pt2c.passes.pwdw import fuse_pw_dw
 
-PIPELINE: list[tuple[str, Callable[[Graph], Graph]]] = [
-    ("dce", dce),
-    ("fold_batchnorm", fold_batchnorm),
-    ("fuse_epilogues", fuse_epilogues),
-    ("fuse_views", fuse_views),
-    ("fuse_elementwise", fuse_elementwise),
-    ("dce", dce),
-    ("prepack", prepack),
-    ("fuse_pw_dw", fuse_pw_dw),
-]
+Pass = Callable[[Graph], Graph]
+
+# what opt_level 0 keeps: the passes the code generator needs (a conv2d's kernel, packed weights)
+ESSENTIAL = ("dce", "choose_algorithms", "prepack")
 
 
-def optimize(graph: Graph, level: int = 1) -> Graph:
-    verify(graph)
-    for name, p in PIPELINE:
-        if level == 0 and name not in ("dce", "prepack"):
-            continue
-        graph = p(graph)
-        try:
-            verify(graph)
-        except Exception as e:
-            raise RuntimeError(f"internal error: the IR is invalid after pass '{name}': {e}") from e
+def pipeline(options: CompileOptions) -> list[tuple[str, Pass]]:
+    """The optimisation passes for these options, in order."""
+    passes: list[tuple[str, Pass]] = [
+        ("dce", dce),
+        ("fold_batchnorm", fold_batchnorm),
+        ("fuse_epilogues", fuse_epilogues),
+        ("fuse_views", fuse_views),
+        ("fuse_elementwise", fuse_elementwise),
+        ("fold_attention_views", fold_attention_views),
+        ("dce", dce),
+        ("choose_algorithms", partial(choose_algorithms, winograd=options.use_winograd)),
+        ("prepack", prepack),
+        ("fuse_pw_dw", fuse_pw_dw),
+    ]
+    return [p for p in passes if options.opt_level > 0 or p[0] in ESSENTIAL]
+
+
+def _verified(name: str, graph: Graph, plan: MemoryPlan | None = None) -> None:
+    try:
+        verify(graph, plan)
+    except Exception as e:
+        raise RuntimeError(f"internal error: the IR is invalid after pass '{name}': {e}") from e
+
+
+def run_pass(name: str, p: Pass, graph: Graph) -> Graph:
+    """One pass, then the verifier."""
+    graph = p(graph)
+    _verified(name, graph)
     return graph
+
+
+def optimize(graph: Graph, options: CompileOptions | None = None) -> Graph:
+    options = options or CompileOptions()
+    verify(graph)
+    for name, p in pipeline(options):
+        graph = run_pass(name, p, graph)
+    return graph
+
+
+def finish(graph: Graph) -> tuple[Graph, MemoryPlan]:
+    """The last passes: every output made a value of its own (materialize_outputs), then the memory
+    plan (plan_memory), verified with the graph."""
+    graph = run_pass("materialize_outputs", materialize_outputs, graph)
+    plan = plan_memory(graph)
+    _verified("plan_memory", graph, plan)
+    return graph, plan

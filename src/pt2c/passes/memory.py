@@ -1,16 +1,22 @@
-"""Static memory planning: every intermediate gets an offset in one caller-provided workspace.
+"""The last passes: graph outputs made plannable, then static memory planning.
 
-Views share their base's storage.  Buffers whose lifetimes don't overlap share bytes;
-placement is greedy by size (largest first, lowest offset that fits) which lands close to
-the lower bound (the peak of simultaneously live bytes), reported next to it.
+- materialize_outputs: every graph output becomes a distinct value the planner can place in the
+  caller's output buffer (inputs, constants, repeated outputs and offset views get a copy).
+- plan_memory: every intermediate gets an offset in one caller-provided workspace.  Views share
+  their base's storage; graph outputs are written straight into the caller's buffers.  Buffers
+  whose lifetimes don't overlap share bytes; placement is greedy by size (largest first, lowest
+  offset that fits), which lands close to the lower bound (the peak of simultaneously live
+  bytes), reported next to it.  The plan (ir.MemoryPlan, plain data by value name) is returned
+  beside the graph; `ops.verify(graph, plan)` checks it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from pt2c.ir import Graph, Value
+from pt2c.ir import Buffer, Graph, MemoryPlan, Node, Value
 from pt2c.ops import OPS
+from pt2c.ops.elementwise import e_in
+
+__all__ = ["ALIGN", "Buffer", "MemoryPlan", "materialize_outputs", "plan_memory"]
 
 ALIGN = 64
 
@@ -19,69 +25,70 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
-@dataclass
-class Storage:
-    kind: str  # "input" | "output" | "const" | "arena"
-    index: int = 0  # input/output position
-    offset: int = 0  # byte offset in the arena (arena) or blob (const)
-
-
-@dataclass
-class MemoryPlan:
-    roots: dict[int, Value]  # id(value) -> root value whose storage it uses
-    elem_offset: dict[int, int]  # id(value) -> element offset inside the root
-    storage: dict[int, Storage]  # id(root) -> where it lives
-    arena_bytes: int = 0
-    scratch_bytes: int = 0
-    lower_bound: int = 0
-    lifetimes: dict[int, tuple[int, int]] = field(default_factory=dict)
-
-    def root(self, v: Value) -> Value:
-        return self.roots.get(id(v), v)
-
-    @property
-    def workspace_bytes(self) -> int:
-        return self.arena_bytes + self.scratch_bytes
+def materialize_outputs(g: Graph) -> Graph:
+    """Make every graph output a distinct value the planner can place in the caller's output
+    buffer: inputs, constants, repeated outputs and offset views get an explicit copy."""
+    seen: set[int] = set()
+    for j, v in enumerate(g.outputs):
+        root = v
+        off = 0
+        while root.producer is not None and OPS[root.producer.op].alias:
+            off += root.producer.attrs.get("offset", 0)
+            root = root.producer.inputs[0]
+        bad = (root.is_const or root in g.inputs or id(root) in seen or off != 0 or root.numel != v.numel)
+        if bad:
+            cp = Value(f"{v.name}_out", v.shape, v.dtype)
+            g.nodes.append(Node("ew", [v], {"expr": e_in(v.dtype, 0)}, [cp]))
+            g.outputs[j] = cp
+            seen.add(id(cp))
+        else:
+            seen.add(id(root))
+    return g
 
 
 def plan_memory(g: Graph) -> MemoryPlan:
-    roots: dict[int, Value] = {}
-    elem_off: dict[int, int] = {}
+    values: dict[str, Value] = {v.name: v for v in g.inputs}
+    aliases: dict[str, tuple[str, int]] = {}  # view name -> (root name, element offset)
     for n in g.nodes:
+        for v in n.inputs + n.outputs:
+            values.setdefault(v.name, v)
         if OPS[n.op].alias:
             src, out = n.inputs[0], n.outputs[0]
-            base = roots.get(id(src), src)
-            roots[id(out)] = base
-            elem_off[id(out)] = elem_off.get(id(src), 0) + n.attrs.get("offset", 0)
-    storage: dict[int, Storage] = {}
+            base, off = aliases.get(src.name, (src.name, 0))
+            aliases[out.name] = (base, off + n.attrs.get("offset", 0))
+    for v in g.outputs:
+        values.setdefault(v.name, v)
+
+    def root(v: Value) -> Value:
+        a = aliases.get(v.name)
+        return v if a is None else values[a[0]]
+
+    storage: dict[str, Buffer] = {}
     for i, v in enumerate(g.inputs):
-        storage[id(v)] = Storage("input", i)
+        storage[v.name] = Buffer("input", i, nbytes=v.nbytes)
     for j, v in enumerate(g.outputs):
-        r = roots.get(id(v), v)
+        r = root(v)
         # an output that is a full-size view of an intermediate: let the intermediate live in the output
-        if id(r) not in storage and not r.is_const and elem_off.get(id(v), 0) == 0 and r.numel == v.numel:
-            storage[id(r)] = Storage("output", j)
-    plan = MemoryPlan(roots, elem_off, storage)
+        if r.name not in storage and not r.is_const and aliases.get(v.name, ("", 0))[1] == 0 and r.numel == v.numel:
+            storage[r.name] = Buffer("output", j, nbytes=r.nbytes)
 
     # lifetimes of arena roots: [first write, last read]
-    life: dict[int, list[int]] = {}
-    rootv: dict[int, Value] = {}
+    life: dict[str, list[int]] = {}
     for t, n in enumerate(g.nodes):
         for v in n.outputs:
-            r = plan.root(v)
-            if id(r) not in storage and not r.is_const:
-                life.setdefault(id(r), [t, t])
-                rootv[id(r)] = r
+            r = root(v)
+            if r.name not in storage and not r.is_const:
+                life.setdefault(r.name, [t, t])
         for v in n.inputs:
-            r = plan.root(v)
-            if id(r) in life:
-                life[id(r)][1] = max(life[id(r)][1], t)
+            r = root(v)
+            if r.name in life:
+                life[r.name][1] = max(life[r.name][1], t)
     # greedy by size
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
     arena = 0
-    for rid in sorted(life, key=lambda k: (-rootv[k].nbytes, life[k][0])):
-        size = _align(max(rootv[rid].nbytes, 1))
-        s, e = life[rid]
+    for k in sorted(life, key=lambda k: (-values[k].nbytes, life[k][0])):
+        size = _align(max(values[k].nbytes, 1))
+        s, e = life[k]
         overlapping = sorted((o, sz) for o, sz, s2, e2 in placed if not (e2 < s or e < s2))
         off = 0
         for o, sz in overlapping:
@@ -89,14 +96,12 @@ def plan_memory(g: Graph) -> MemoryPlan:
                 break
             off = max(off, o + sz)
         placed.append((off, size, s, e))
-        storage[rid] = Storage("arena", offset=off)
+        storage[k] = Buffer("arena", offset=off, nbytes=size, first=s, last=e)
         arena = max(arena, off + size)
-    plan.arena_bytes = arena
-    plan.lifetimes = {k: (v[0], v[1]) for k, v in life.items()}
     # lower bound: peak of simultaneously live (aligned) bytes
     peak = 0
     for t in range(len(g.nodes)):
-        peak = max(peak, sum(_align(max(rootv[k].nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
-    plan.lower_bound = peak
-    plan.scratch_bytes = _align(max([OPS[n.op].scratch(n) for n in g.nodes if OPS[n.op].scratch] or [0]))
-    return plan
+        peak = max(peak, sum(_align(max(values[k].nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
+    scratch = _align(max([OPS[n.op].scratch(n) for n in g.nodes if OPS[n.op].scratch] or [0]))
+    return MemoryPlan(storage, aliases, arena_bytes=arena, scratch_bytes=scratch, lower_bound=peak, align=ALIGN,
+                      values=values)

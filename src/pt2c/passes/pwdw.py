@@ -1,8 +1,11 @@
 """A 1x1 conv whose output only a depthwise conv reads (MobileNet's expansion) becomes one
 `conv2d_pw_dw` node: the kernel runs the pair by groups of channels, so the expanded tensor
-is never stored whole (kernels/conv.c: pt2c_conv2d_pw_dw)."""
+is never stored whole (kernels/conv.c: pt2c_conv2d_pw_dw).  The fused node keeps the two convs
+as plain data (ops/conv.py: conv2d_pw_dw, pw_dw_parts)."""
 
 from __future__ import annotations
+
+from dataclasses import astuple
 
 from pt2c.ir import Graph, Node
 from pt2c.ops.conv import is_depthwise
@@ -17,7 +20,7 @@ def _pointwise(n: Node) -> bool:
     at = n.attrs
     return (n.op == "conv2d" and tuple(at["kernel"]) == (1, 1) and tuple(at["stride"]) == (1, 1)
             and tuple(at["padding"]) == (0, 0) and at["groups"] == 1 and bool(at.get("w_packed"))
-            and not at.get("smallp") and not at.get("winograd") and not at.get("has_residual"))
+            and at.get("algo") == "im2col" and not at.get("has_residual"))
 
 
 def fuse_pw_dw(g: Graph) -> Graph:
@@ -36,7 +39,9 @@ def fuse_pw_dw(g: Graph) -> Graph:
         if (d.op != "conv2d" or not is_depthwise(d) or d.inputs[0] is not y or any(v is y for v in d.inputs[1:])
                 or d.outputs[0].shape[1] != y.shape[1] or not d.inputs[1].is_const):
             continue
-        n = Node("conv2d_pw_dw", p.inputs + d.inputs[1:], {"_pw": p, "_dw": d}, d.outputs, d.origin)
+        attrs = {"pw": dict(p.attrs), "dw": dict(d.attrs), "pw_inputs": len(p.inputs),
+                 "mid": (y.name, y.shape, y.dtype), "pw_origin": astuple(p.origin)}
+        n = Node("conv2d_pw_dw", p.inputs + d.inputs[1:], attrs, d.outputs, d.origin)
         fused[id(d)] = n
         drop.add(id(p))
     g.nodes = [fused.get(id(n), n) for n in g.nodes if id(n) not in drop]
