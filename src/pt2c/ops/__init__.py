@@ -29,26 +29,17 @@ FAMILIES = (elementwise, creation, shape, index, matmul, conv, pool, resize, nor
 
 
 # ---------------------------------------------------------------- core ATen ops pt2c does not lower, and why
-# (the compile-time error for such a node quotes the reason; scripts/gen_ops_doc.py lists them in docs/ops.md)
+# (the compile-time error for such a node quotes the reason; scripts/gen_ops_doc.py lists them in docs/ops.md).
+# Ops of a family (its backward ops, variants not implemented) are listed in the family's module; here
+# the ones no family owns.
 
-_BACKWARD = "backward (training) op: pt2c compiles inference programs; export the forward pass only"
 _SYMBOLIC = ("symbolic-shape query, only present with dynamic shapes: pt2c compiles static shapes "
              "(export without dynamic_shapes)")
 UNSUPPORTED.update({
-    "aten._adaptive_avg_pool2d_backward.default": _BACKWARD,
-    "aten.avg_pool2d_backward.default": _BACKWARD,
-    "aten.convolution_backward.default": _BACKWARD,
-    "aten.embedding_dense_backward.default": _BACKWARD,
-    "aten.native_group_norm_backward.default": _BACKWARD,
-    "aten.native_layer_norm_backward.default": _BACKWARD,
-    "aten._embedding_bag.default": "EmbeddingBag (bags with offsets and per-sample weights) is not implemented; "
-                                   "use nn.Embedding and a sum / mean over the bag dimension",
     "aten._fft_r2c.default": "FFTs produce complex tensors; pt2c has no complex dtypes",
     "aten._fft_c2r.default": "FFTs consume complex tensors; pt2c has no complex dtypes",
     "aten._local_scalar_dense.default": "reads a tensor element into a Python number (.item()): data-dependent "
                                         "values and shapes are not supported (shapes are static)",
-    "aten._native_batch_norm_legit.default": "training-mode batch norm that updates running_mean / running_var in "
-                                             "place: call model.eval() before torch.export",
     "aten.atan2.out": "out= variant (writes its `out` argument); export graphs use aten.atan2.default, "
                       "which is supported",
     "aten.nonzero.default": "the output shape depends on the data (dynamic shape); pt2c compiles static shapes",

@@ -19,7 +19,7 @@ from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
 from pt2c.ops.matmul import unpack_a, unpack_b
-from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import empty_output, prod
 
 
@@ -728,3 +728,7 @@ def _lower_col2im(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         return empty_output(ctx, out)
     ctx.emit("col2im", [x], attrs, [y])
     return out if y is out else ctx.view(y, out.shape, out=out)
+
+
+# core ATen ops of this family that pt2c does not lower, and why (docs/ops.md)
+UNSUPPORTED["aten.convolution_backward.default"] = BACKWARD

@@ -17,7 +17,7 @@ import numpy as np
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
-from pt2c.ops.registry import INTS, arity, broadcast, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.registry import BACKWARD, INTS, UNSUPPORTED, arity, broadcast, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin, lit,
                            norm_dim, prod)
 
@@ -679,3 +679,9 @@ def _lower_masked_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     mask = cast_to(ctx, mask, "bool", "mask")
     ctx.emit("masked_scatter", [x, mask, src], {}, [out])
     return out
+
+
+# core ATen ops of this family that pt2c does not lower, and why (docs/ops.md)
+UNSUPPORTED["aten.embedding_dense_backward.default"] = BACKWARD
+UNSUPPORTED["aten._embedding_bag.default"] = ("EmbeddingBag (bags with offsets and per-sample weights) is not "
+                                              "implemented; use nn.Embedding and a sum / mean over the bag dimension")

@@ -12,7 +12,7 @@ import numpy as np
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
-from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import norm_dim, outer_inner, output_used, prod
 
 
@@ -365,3 +365,10 @@ def lower_bn_no_stats(ctx: LowerCtx, a: dict[str, Any]) -> Any:
             res.append(ctx.view(v, o.shape, out=o) if o is not None else None)
         return tuple(res)
     return out
+
+
+# core ATen ops of this family that pt2c does not lower, and why (docs/ops.md)
+UNSUPPORTED["aten.native_group_norm_backward.default"] = BACKWARD
+UNSUPPORTED["aten.native_layer_norm_backward.default"] = BACKWARD
+UNSUPPORTED["aten._native_batch_norm_legit.default"] = ("training-mode batch norm that updates running_mean / "
+                                                        "running_var in place: call model.eval() before torch.export")

@@ -11,7 +11,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import arity, defop, dtype_in, ints, lowers, need, result
+from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import empty_output, output_used, prod
 
 
@@ -497,3 +497,8 @@ def _lower_maxpool_bwd(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         return empty_output(ctx, out)
     ctx.emit("maxpool2d_bwd", [go, ind], {}, [out])
     return out
+
+
+# core ATen ops of this family that pt2c does not lower, and why (docs/ops.md)
+UNSUPPORTED["aten._adaptive_avg_pool2d_backward.default"] = BACKWARD
+UNSUPPORTED["aten.avg_pool2d_backward.default"] = BACKWARD

@@ -49,6 +49,8 @@ class OpDef:
 OPS: dict[str, OpDef] = {}
 LOWERINGS: dict[str, Callable[..., Any]] = {}  # str(aten overload) -> lowering function
 UNSUPPORTED: dict[str, str] = {}  # str(aten overload) pt2c does not lower -> why (error text, docs/ops.md)
+# the reason given for a training-only op (each family lists its own backward ops in UNSUPPORTED)
+BACKWARD = "backward (training) op: pt2c compiles inference programs; export the forward pass only"
 
 
 def core_aten_ops() -> list[str]:
