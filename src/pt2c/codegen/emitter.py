@@ -52,7 +52,7 @@ def kernel_params() -> dict[str, list[str]]:
     return params
 
 
-_CALL = re.compile(r"(pt2c_\w+)\((.*)\);(.*)")
+_CALL = re.compile(r"(?P<pre>if \()?(?P<fn>pt2c_\w+)\((?P<args>.*)\)(?P<post>\) return \w+;|;)(?P<rest>.*)")
 _LITERAL = re.compile(r"-?(\d+\.?\d*(e[-+]?\d+)?f?u?|NULL|PT2C_ACT_\w+)")
 
 
@@ -70,17 +70,18 @@ def _split_args(args: str) -> list[str]:
 
 
 def named_args(stmt: str, indent: int = 0, width: int = 110) -> str:
-    """A kernel call statement with every literal argument named after the kernel's parameter
-    (`pt2c_sgemm(c, /*ldc=*/96, a, ...)`), wrapped at `width` columns; other lines unchanged."""
+    """A kernel call statement (`pt2c_f(...);` or `if (pt2c_f(...)) return STATUS;`) with every literal
+    argument named after the kernel's parameter (`pt2c_sgemm(c, /*ldc=*/96, a, ...)`), wrapped at `width`
+    columns; other lines unchanged."""
     m = _CALL.fullmatch(stmt)
-    names = kernel_params().get(m.group(1)) if m else None
-    if m is None or names is None:
+    names = kernel_params().get(m.group("fn")) if m else None
+    if m is None or names is None or bool(m.group("pre")) != (m.group("post") != ";"):
         return stmt
-    args = _split_args(m.group(2))
+    args = _split_args(m.group("args"))
     if len(args) != len(names):
         return stmt
     args = [f"/*{n}=*/{a}" if _LITERAL.fullmatch(a) else a for n, a in zip(names, args)]
-    head, tail = f"{m.group(1)}(", f");{m.group(3)}"
+    head, tail = f"{m.group('pre') or ''}{m.group('fn')}(", f"){m.group('post')}{m.group('rest')}"
     lines, cur = [], head
     for i, a in enumerate(args):
         piece = a + (", " if i < len(args) - 1 else "")
