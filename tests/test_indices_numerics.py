@@ -278,3 +278,30 @@ def test_log_softmax_extreme_logits(tmp_path: Path) -> None:
     assert np.isnan(outs[0][9]).all() and np.isnan(outs[0][10]).all() and np.isnan(outs[0][12]).all()
     # a row of equal huge logits: -log(11), not 0 (nor -inf)
     np.testing.assert_allclose(outs[2][2], np.full(11, -np.log(11.0)), rtol=1e-6)
+
+
+class _Bags(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bag = torch.nn.EmbeddingBag(10, 4, mode="sum")
+
+    def forward(self, idx: torch.Tensor, offsets: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return self.bag(idx, offsets, per_sample_weights=w)
+
+
+def test_embedding_bag_checks_indices_and_offsets_at_run_time(tmp_path: Path) -> None:
+    """Indices and offsets as run-time inputs: valid ones give eager's bags; where eager raises (an index
+    outside [0, N), offsets not starting at 0, going down or past the indices) run returns ERR_INDEX."""
+    torch.manual_seed(0)
+    model = _Bags().eval()
+    idx, offs, w = _t([1, 2, 4, 5, 4, 3, 2, 9]), _t([0, 4, 4]), torch.rand(8)
+    m = _compile_load(model, [idx, offs, w], tmp_path / "bags", "bags")
+    with torch.no_grad():
+        ref = model(idx, offs, w).numpy()
+    np.testing.assert_allclose(m.run([idx.numpy(), offs.numpy(), w.numpy()])[0], ref, rtol=1e-6, atol=1e-6)
+    for bad_idx, bad_offs in (([1, 2, 4, 5, 4, 3, 2, -1], [0, 4, 4]), ([1, 2, 4, 5, 4, 3, 2, 10], [0, 4, 4]),
+                              ([1] * 8, [1, 4, 4]), ([1] * 8, [0, 5, 4]), ([1] * 8, [0, 4, 9])):
+        with pytest.raises(Exception):
+            model(_t(bad_idx), _t(bad_offs), w)  # eager raises for each of these
+        with pytest.raises(RunError, match="index"):
+            m.run([np.array(bad_idx, np.int64), np.array(bad_offs, np.int64), w.numpy()])

@@ -402,6 +402,15 @@ for _name, _fn, _specs in [
     ("index_select_int32_idx", lambda x, i: torch.index_select(x, 0, i), (X, In(3, lo=0, hi=1, dtype=torch.int32))),
     ("embedding", lambda i, w: F.embedding(i, w), (In(2, 3, lo=0, hi=9), Fl(10, 4))),
     ("embedding_mod", torch.nn.Embedding(10, 4), (In(2, 3, lo=0, hi=9),)),
+    ("embedding_bag_sum", lambda i, w: F.embedding_bag(i, w, torch.tensor([0, 3, 3, 5]), mode="sum"),
+     (In(8, lo=0, hi=9), Fl(10, 4))),  # an empty bag in the middle
+    ("embedding_bag_mean_pad", lambda i, w: F.embedding_bag(i, w, torch.tensor([0, 4]), mode="mean", padding_idx=2),
+     (In(9, lo=0, hi=5), Fl(6, 3))),
+    ("embedding_bag_max_last", lambda i, w: F.embedding_bag(i, w, torch.tensor([0, 2, 7]), mode="max",
+                                                             include_last_offset=True), (In(7, lo=0, hi=9), Fl(10, 5))),
+    ("embedding_bag_weighted", lambda i, w, p: F.embedding_bag(i, w, torch.tensor([0, 1, 4]), mode="sum",
+                                                               per_sample_weights=p), (In(6, lo=0, hi=9), Fl(10, 4), Fl(6))),
+    ("embedding_bag_mod", torch.nn.EmbeddingBag(12, 6, mode="mean"), (In(3, 4, lo=0, hi=11),)),  # 2-d: bags of 4
     ("gather_by_index", lambda x, i: x[i], (X, In(4, lo=0, hi=1))),
     ("gather_by_index_2d", lambda x, i: x[i], (Fl(5, 3), In(2, 3, lo=0, hi=4))),
     ("gather_by_index_neg", lambda x, i: x[i], (Fl(5, 3), In(4, lo=-5, hi=4))),

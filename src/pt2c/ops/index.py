@@ -1,4 +1,5 @@
-"""Indexing: gathers (embedding, index_select, x[idx], gather, take), scatters (scatter*, index_put, masked_scatter).
+"""Indexing: gathers (embedding, index_select, x[idx], gather, take), scatters (scatter*, index_put, masked_scatter),
+EmbeddingBag.
 
 Gathers: embedding, index_select, x[idx] (aten.index.Tensor), torch.gather, take.  Scatters:
 scatter, scatter_add, scatter_reduce, index_put (also index_add / index_copy / index_fill, which
@@ -19,7 +20,7 @@ from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
 from pt2c.ops.registry import BACKWARD, INTS, UNSUPPORTED, arity, broadcast, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin, lit,
-                           norm_dim, prod)
+                           norm_dim, output_used, prod)
 
 
 # ---------------------------------------------------------------- gather along one axis
@@ -681,7 +682,73 @@ def _lower_masked_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return out
 
 
+# ---------------------------------------------------------------- EmbeddingBag
+
+_BAG_MODES = ("sum", "mean", "max")
+
+
+def _ref_embedding_bag(node: Node, w: np.ndarray, idx: np.ndarray, offs: np.ndarray, *psw: np.ndarray) -> np.ndarray:
+    at = node.attrs
+    n_bags, last = node.outputs[0].shape[0], at["include_last_offset"]
+    offs, idx = offs.astype(np.int64), idx.astype(np.int64)
+    if n_bags and (offs[0] != 0 or (np.diff(offs) < 0).any() or (offs > len(idx)).any()):
+        raise IndexError("embedding_bag: offsets must start at 0, not decrease and stay within the indices")
+    check_index(idx, w.shape[0], False, "embedding_bag")
+    out = np.zeros((n_bags, w.shape[1]), np.float64)
+    for b in range(n_bags):
+        j = np.arange(offs[b], offs[b + 1] if b + 1 < n_bags or last else len(idx))
+        j = j[idx[j] != at["padding_idx"]]
+        rows = w[idx[j]].astype(np.float64) * (psw[0][j, None] if psw else 1.0)
+        if len(j):
+            out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[at["mode"]]
+    return out.astype(np.float32)
+
+
+def _emit_embedding_bag(em: EmitCtx, node: Node) -> None:
+    at = node.attrs
+    w, idx, offs = node.inputs[:3]
+    psw = em.ptr(node.inputs[3]) if len(node.inputs) > 3 else "NULL"
+    em.errors.add("INDEX")
+    em.line(f"if (pt2c_embedding_bag({em.ptr(node.outputs[0])}, {em.ptr(w)}, {em.ptr(idx)}, {em.ptr(offs)}, {psw}, "
+            f"{idx.numel}, {node.outputs[0].shape[0]}, {w.shape[0]}, {w.shape[1]}, {_BAG_MODES.index(at['mode'])}, "
+            f"{int(at['include_last_offset'])}, {at['padding_idx']})) return PT2C_ERR_INDEX;")
+
+
+def _check_embedding_bag(node: Node) -> None:
+    """weight [N, D] float32, indices [n] int64, offsets [bags (+1 with include_last_offset)] int64, optional
+    per-sample weights [n] (sum mode) -> [bags, D] float32."""
+    arity(node, (3, 4))
+    w, idx, offs = node.inputs[:3]
+    at = node.attrs
+    need(at.get("mode") in _BAG_MODES and type(at.get("include_last_offset")) is bool
+         and type(at.get("padding_idx")) is int, f"attrs {at}")
+    dtype_in(w, ("float32",), "weight")
+    dtype_in(idx, ("int64",), "indices")
+    dtype_in(offs, ("int64",), "offsets")
+    need(len(w.shape) == 2 and len(idx.shape) == 1 and len(offs.shape) == 1, "weight [N, D], 1-d indices and offsets")
+    if len(node.inputs) == 4:
+        need(at["mode"] == "sum" and node.inputs[3].shape == idx.shape and node.inputs[3].dtype == "float32",
+             "per-sample weights: float32 like the indices, sum mode only")
+    result(node.outputs[0], (offs.shape[0] - int(at["include_last_offset"]), w.shape[1]), "float32")
+
+
+defop("embedding_bag", _ref_embedding_bag, _emit_embedding_bag, kernels=("embedding_bag",),
+      rule=_check_embedding_bag, flops=lambda n: n.inputs[1].numel * n.inputs[0].shape[1])
+
+
+@lowers("aten._embedding_bag.default", "aten._embedding_bag_forward_only.default")
+def _lower_embedding_bag(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    w, idx, offs, psw = a["weight"], a["indices"], a["offsets"], a.get("per_sample_weights")
+    if any(output_used(ctx, i) for i in (1, 2, 3)):
+        ctx.fail("only the bags' values (output 0) are supported; offset2bag, bag_size and max_indices are not")
+    if w.dtype != "float32" or idx.dtype != "int64" or offs.dtype != "int64" or len(idx.shape) != 1:
+        ctx.fail("float32 weights with 1-d int64 indices and offsets (a 2-d input: flatten it and pass offsets)")
+    attrs = {"mode": _BAG_MODES[a.get("mode", 0)], "include_last_offset": bool(a.get("include_last_offset", False)),
+             "padding_idx": int(-1 if a.get("padding_idx") is None else a["padding_idx"])}
+    out = ctx.outs()[0]
+    ctx.emit("embedding_bag", [w, idx, offs] + ([psw] if psw is not None else []), attrs, [out])
+    return (out, None, None, None)
+
+
 # core ATen ops of this family that pt2c does not lower, and why (docs/ops.md)
 UNSUPPORTED["aten.embedding_dense_backward.default"] = BACKWARD
-UNSUPPORTED["aten._embedding_bag.default"] = ("EmbeddingBag (bags with offsets and per-sample weights) is not "
-                                              "implemented; use nn.Embedding and a sum / mean over the bag dimension")
