@@ -107,8 +107,7 @@ class Emitter:
 
     # ------------------------------------------------------------ primitives
     def line(self, s: str) -> None:
-        pad = "    " * self.indent
-        self.lines.append(pad + named_args(s, len(pad)) if s else "")
+        self.lines.append("    " * self.indent + s if s else "")
 
     @staticmethod
     def flt(x: float) -> str:
@@ -225,6 +224,9 @@ class Emitter:
                 self.line(stmt)
             else:
                 self.line("}")
+        # kernel calls with named literal arguments, wrapped at their final indentation
+        self.lines = [ln[:len(ln) - len(ln.lstrip())] + named_args(ln.lstrip(), len(ln) - len(ln.lstrip()))
+                      for ln in self.lines]
         if self.uses_scratch:
             self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
                                  "/* kernel scratch: GEMM packing, im2col, attention tiles */")
