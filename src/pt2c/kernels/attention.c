@@ -25,43 +25,27 @@
 #define PT2C_ATTENTION_C
 
 #include "common.h"
-/* FMA micro-kernels on x86 (AVX2: 8-lane vectors, AVX-512: 16-lane) */
-#if !defined(PT2C_NO_SIMD) && defined(__AVX512F__)
-#include <immintrin.h>
-typedef __m512 pt2c_sdpa_v;
-#define PT2C_SDPA_LANES 16
-#define PT2C_SDPA_V_ZERO() _mm512_setzero_ps()
-#define PT2C_SDPA_V_LOAD(p) _mm512_loadu_ps(p)
-#define PT2C_SDPA_V_STORE(p, v) _mm512_storeu_ps((p), (v))
-#define PT2C_SDPA_V_SET1(x) _mm512_set1_ps(x)
-#define PT2C_SDPA_V_FMA(acc, a, b) _mm512_fmadd_ps((a), (b), (acc))
-#define PT2C_SDPA_V_ADD(a, b) _mm512_add_ps((a), (b))
-#define PT2C_SDPA_V_SUB(a, b) _mm512_sub_ps((a), (b))
-#define PT2C_SDPA_V_EXP(x) pt2c_exp_ftz16(x)
-#elif !defined(PT2C_NO_SIMD) && defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-typedef __m256 pt2c_sdpa_v;
-#define PT2C_SDPA_LANES 8
-#define PT2C_SDPA_V_ZERO() _mm256_setzero_ps()
-#define PT2C_SDPA_V_LOAD(p) _mm256_loadu_ps(p)
-#define PT2C_SDPA_V_STORE(p, v) _mm256_storeu_ps((p), (v))
-#define PT2C_SDPA_V_SET1(x) _mm256_set1_ps(x)
-#define PT2C_SDPA_V_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc))
-#define PT2C_SDPA_V_ADD(a, b) _mm256_add_ps((a), (b))
-#define PT2C_SDPA_V_SUB(a, b) _mm256_sub_ps((a), (b))
-#define PT2C_SDPA_V_EXP(x) pt2c_exp_ftz8(x)
+#include "simd.h"
+/* FMA micro-kernels on simd.h's native vectors (AVX-512: 16 lanes, AVX2: 8, NEON: 4): blocks of up
+ * to 6 query rows by PT2C_SDPA_NV vectors (x86: 2, 12 accumulators of 16 registers; NEON: 4, 24 of
+ * 32), so that enough independent FMAs fill the pipes */
+#if defined(PT2C_VF)
+#if defined(PT2C_SIMD_NEON)
+#define PT2C_SDPA_NV 4
+#else
+#define PT2C_SDPA_NV 2
 #endif
-#if defined(PT2C_SDPA_LANES) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__GNUC__) || defined(__clang__)
 #define PT2C_SDPA_INLINE static inline __attribute__((always_inline))
 #else
 #define PT2C_SDPA_INLINE static inline
+#endif
 #endif
 
 #define PT2C_SDPA_BQ 64 /* query rows per task (amortises the key transpose) */
 #define PT2C_SDPA_BK 64 /* keys per tile (multiple of PT2C_SDPA_NR) */
 /* Keys are padded to a multiple of NR (the score tile's width).  The vector micro-kernels take
- * blocks of up to 6 query rows by 2 vectors (12 accumulators: enough independent FMAs to fill
- * both pipes); the plain C ones 4 rows by NR. */
+ * blocks of up to 6 query rows by PT2C_SDPA_NV vectors; the plain C ones 4 rows by NR. */
 #define PT2C_SDPA_MR 4
 #define PT2C_SDPA_NR 16
 
@@ -102,26 +86,26 @@ PT2C_KERNEL float pt2c_sdpa_dot(const float *PT2C_RESTRICT a, const float *PT2C_
     return s;
 }
 
-#if defined(PT2C_SDPA_LANES)
+#if defined(PT2C_VF)
 /* S[r][c] = q_r . kt[:][c] for R rows and NV vectors of keys, from the transposed key tile
  * kt[D][bk]: R x NV accumulators in registers over the whole D loop (R, NV are constants at
  * every call, so the loops unroll and the arrays live in registers). */
 PT2C_SDPA_INLINE void pt2c_sdpa_scores_tile(float *PT2C_RESTRICT S, const float *PT2C_RESTRICT q, long qs,
                                             const float *PT2C_RESTRICT kt, int D, int bk, const int R, const int NV)
 {
-    pt2c_sdpa_v acc[6][2], kv[2];
+    pt2c_vf acc[6][PT2C_SDPA_NV], kv[PT2C_SDPA_NV];
     int r, v, d;
     for (r = 0; r < R; r++)
-        for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_ZERO();
+        for (v = 0; v < NV; v++) acc[r][v] = PT2C_VF_ZERO();
     for (d = 0; d < D; d++) {
-        for (v = 0; v < NV; v++) kv[v] = PT2C_SDPA_V_LOAD(kt + (size_t)d * bk + v * PT2C_SDPA_LANES);
+        for (v = 0; v < NV; v++) kv[v] = PT2C_VF_LOAD(kt + (size_t)d * bk + v * PT2C_VF_LANES);
         for (r = 0; r < R; r++) {
-            const pt2c_sdpa_v qv = PT2C_SDPA_V_SET1(q[(size_t)r * qs + d]);
-            for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], qv, kv[v]);
+            const pt2c_vf qv = PT2C_VF_SET1(q[(size_t)r * qs + d]);
+            for (v = 0; v < NV; v++) acc[r][v] = PT2C_VF_FMA(acc[r][v], qv, kv[v]);
         }
     }
     for (r = 0; r < R; r++)
-        for (v = 0; v < NV; v++) PT2C_SDPA_V_STORE(S + (size_t)r * bk + v * PT2C_SDPA_LANES, acc[r][v]);
+        for (v = 0; v < NV; v++) PT2C_VF_STORE(S + (size_t)r * bk + v * PT2C_VF_LANES, acc[r][v]);
 }
 
 /* A[r][c] += sum_j P[r][j] V[j][c] for R rows and NV vectors of columns (as above). */
@@ -129,36 +113,38 @@ PT2C_SDPA_INLINE void pt2c_sdpa_pv_tile(float *PT2C_RESTRICT A, const float *PT2
                                         const float *PT2C_RESTRICT V, long vs, int nk, int Dv, int bk, const int R,
                                         const int NV)
 {
-    pt2c_sdpa_v acc[6][2], vv[2];
+    pt2c_vf acc[6][PT2C_SDPA_NV], vv[PT2C_SDPA_NV];
     int r, v, j;
     for (r = 0; r < R; r++)
-        for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_LOAD(A + (size_t)r * Dv + v * PT2C_SDPA_LANES);
+        for (v = 0; v < NV; v++) acc[r][v] = PT2C_VF_LOAD(A + (size_t)r * Dv + v * PT2C_VF_LANES);
     for (j = 0; j < nk; j++) {
-        for (v = 0; v < NV; v++) vv[v] = PT2C_SDPA_V_LOAD(V + (size_t)j * vs + v * PT2C_SDPA_LANES);
+        for (v = 0; v < NV; v++) vv[v] = PT2C_VF_LOAD(V + (size_t)j * vs + v * PT2C_VF_LANES);
         for (r = 0; r < R; r++) {
-            const pt2c_sdpa_v pv = PT2C_SDPA_V_SET1(P[(size_t)r * bk + j]);
-            for (v = 0; v < NV; v++) acc[r][v] = PT2C_SDPA_V_FMA(acc[r][v], pv, vv[v]);
+            const pt2c_vf pv = PT2C_VF_SET1(P[(size_t)r * bk + j]);
+            for (v = 0; v < NV; v++) acc[r][v] = PT2C_VF_FMA(acc[r][v], pv, vv[v]);
         }
     }
     for (r = 0; r < R; r++)
-        for (v = 0; v < NV; v++) PT2C_SDPA_V_STORE(A + (size_t)r * Dv + v * PT2C_SDPA_LANES, acc[r][v]);
+        for (v = 0; v < NV; v++) PT2C_VF_STORE(A + (size_t)r * Dv + v * PT2C_VF_LANES, acc[r][v]);
 }
 
-/* One block of R rows (6, 4 or 1) over all nk16 keys: 2 vectors at a time, then 1. */
+/* One block of R rows (6, 4 or 1) over all nk16 keys: PT2C_SDPA_NV vectors at a time, then 1. */
 PT2C_SDPA_INLINE void pt2c_sdpa_scores_rows(float *S, const float *q, long qs, const float *kt, int nk16, int D,
                                             int bk, const int R)
 {
     int j = 0;
-    for (; j + 2 * PT2C_SDPA_LANES <= nk16; j += 2 * PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, 2);
-    for (; j < nk16; j += PT2C_SDPA_LANES) pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, 1);
+    for (; j + PT2C_SDPA_NV * PT2C_VF_LANES <= nk16; j += PT2C_SDPA_NV * PT2C_VF_LANES)
+        pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, PT2C_SDPA_NV);
+    for (; j < nk16; j += PT2C_VF_LANES) pt2c_sdpa_scores_tile(S + j, q, qs, kt + j, D, bk, R, 1);
 }
 
 PT2C_SDPA_INLINE void pt2c_sdpa_pv_rows(float *A, const float *P, const float *V, long vs, int nk, int cvec, int Dv,
                                         int bk, const int R)
 {
     int c = 0;
-    for (; c + 2 * PT2C_SDPA_LANES <= cvec; c += 2 * PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, 2);
-    for (; c < cvec; c += PT2C_SDPA_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, 1);
+    for (; c + PT2C_SDPA_NV * PT2C_VF_LANES <= cvec; c += PT2C_SDPA_NV * PT2C_VF_LANES)
+        pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, PT2C_SDPA_NV);
+    for (; c < cvec; c += PT2C_VF_LANES) pt2c_sdpa_pv_tile(A + c, P, V + c, vs, nk, Dv, bk, R, 1);
 }
 #endif
 
@@ -168,7 +154,7 @@ PT2C_KERNEL void pt2c_sdpa_scores(float *PT2C_RESTRICT S, const float *PT2C_REST
                                   const float *PT2C_RESTRICT kt, int nq, int nk16, int D, int bk)
 {
     int i = 0;
-#if defined(PT2C_SDPA_LANES)
+#if defined(PT2C_VF)
     for (; i + 6 <= nq; i += 6) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 6);
     for (; i + 4 <= nq; i += 4) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 4);
     for (; i < nq; i++) pt2c_sdpa_scores_rows(S + (size_t)i * bk, q + (size_t)i * qs, qs, kt, nk16, D, bk, 1);
@@ -208,8 +194,8 @@ PT2C_KERNEL void pt2c_sdpa_pv(float *PT2C_RESTRICT A, const float *PT2C_RESTRICT
                               const float *PT2C_RESTRICT V, long vs, int nq, int nk, int Dv, int bk)
 {
     int i = 0, cfull;
-#if defined(PT2C_SDPA_LANES)
-    cfull = Dv / PT2C_SDPA_LANES * PT2C_SDPA_LANES;
+#if defined(PT2C_VF)
+    cfull = Dv / PT2C_VF_LANES * PT2C_VF_LANES;
     for (; i + 6 <= nq; i += 6) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 6);
     for (; i + 4 <= nq; i += 4) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 4);
     for (; i < nq; i++) pt2c_sdpa_pv_rows(A + (size_t)i * Dv, P + (size_t)i * bk, V, vs, nk, cfull, Dv, bk, 1);
@@ -320,7 +306,7 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
 
             if (transposed) {
                 int nk16 = (nk + PT2C_SDPA_NR - 1) / PT2C_SDPA_NR * PT2C_SDPA_NR, jj = 0;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
                 if (D % 8 == 0) /* 8 x 8 blocks (one element at a time: ~10 % of the kernel's time) */
                     for (; jj + 8 <= nk; jj += 8)
                         for (int d = 0; d < D; d += 8) {
@@ -374,12 +360,12 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                 int jj = 0;
                 for (int t = 0; t < 8; t++)
                     mx8[t] = mnew;
-#if defined(PT2C_SDPA_LANES) && defined(__AVX2__)
+#if defined(PT2C_V8)
                 { /* (compilers leave the loop below scalar) max returns its 2nd operand on NaN, as the select */
-                    __m256 mv = _mm256_loadu_ps(mx8);
+                    pt2c_v8 mv = PT2C_V8_LOAD(mx8);
                     for (; jj + 8 <= n; jj += 8)
-                        mv = _mm256_max_ps(_mm256_loadu_ps(s + jj), mv);
-                    _mm256_storeu_ps(mx8, mv);
+                        mv = PT2C_V8_MAX(PT2C_V8_LOAD(s + jj), mv);
+                    PT2C_V8_STORE(mx8, mv);
                 }
 #endif
                 for (; jj + 8 <= n; jj += 8) /* 8 running maxima (one vector), then their max */
@@ -397,18 +383,18 @@ PT2C_KERNEL void pt2c_sdpa(float *PT2C_RESTRICT out, const float *PT2C_RESTRICT 
                 float corr = pt2c_exp_ftz(m[ii] - mnew); /* 0 on the first unmasked tile */
                 float psum = 0.0f, ps8[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
                 jj = 0;
-#if defined(PT2C_SDPA_LANES)
-                { /* e = exp(s - max) and its partial sums, PT2C_SDPA_LANES at a time */
-                    const pt2c_sdpa_v mv = PT2C_SDPA_V_SET1(mnew);
-                    pt2c_sdpa_v sv = PT2C_SDPA_V_ZERO();
-                    float part[PT2C_SDPA_LANES];
-                    for (; jj + PT2C_SDPA_LANES <= n; jj += PT2C_SDPA_LANES) {
-                        const pt2c_sdpa_v e = PT2C_SDPA_V_EXP(PT2C_SDPA_V_SUB(PT2C_SDPA_V_LOAD(s + jj), mv));
-                        PT2C_SDPA_V_STORE(s + jj, e);
-                        sv = PT2C_SDPA_V_ADD(sv, e);
+#if defined(PT2C_VF)
+                { /* e = exp(s - max) and its partial sums, PT2C_VF_LANES at a time */
+                    const pt2c_vf mv = PT2C_VF_SET1(mnew);
+                    pt2c_vf sv = PT2C_VF_ZERO();
+                    float part[PT2C_VF_LANES];
+                    for (; jj + PT2C_VF_LANES <= n; jj += PT2C_VF_LANES) {
+                        const pt2c_vf e = PT2C_VF_EXP_FTZ(PT2C_VF_SUB(PT2C_VF_LOAD(s + jj), mv));
+                        PT2C_VF_STORE(s + jj, e);
+                        sv = PT2C_VF_ADD(sv, e);
                     }
-                    PT2C_SDPA_V_STORE(part, sv);
-                    for (int t = 0; t < PT2C_SDPA_LANES; t++) ps8[t % 8] += part[t];
+                    PT2C_VF_STORE(part, sv);
+                    for (int t = 0; t < PT2C_VF_LANES; t++) ps8[t % 8] += part[t];
                 }
 #endif
                 /* a loop of its own: only then do compilers vectorise pt2c_exp (with the sum in the

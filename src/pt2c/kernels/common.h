@@ -105,56 +105,6 @@ static inline PT2C_UNUSED int pt2c_chunks_next(pt2c_chunks *s)
     return c;
 }
 
-/* ---- SIMD selection (by the compiler's target macros: the target spec sets -m flags) ---- */
-#if !defined(PT2C_NO_SIMD) && defined(__AVX512F__)
-#define PT2C_SIMD_AVX512 1
-#elif !defined(PT2C_NO_SIMD) && defined(__AVX2__) && defined(__FMA__)
-#define PT2C_SIMD_AVX2 1
-#elif !defined(PT2C_NO_SIMD) && (defined(__ARM_NEON) || defined(__ARM_NEON__)) && defined(__aarch64__)
-#define PT2C_SIMD_NEON 1
-#endif
-
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-#include <immintrin.h>
-/* p[0], p[2], .., p[14] (evens) / p[1], p[3], .., p[15] (odds) as one vector: stride-2 gathers
- * of im2col and max pooling. */
-static inline PT2C_UNUSED __m256 pt2c_evens8(const float *p)
-{
-    const __m256 e = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), 0xD8));
-}
-static inline PT2C_UNUSED __m256 pt2c_odds8(const float *p)
-{
-    const __m256 o = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0xDD);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), 0xD8));
-}
-/* r[i][j] <- r[j][i] for i, j < 8: eight 8-float rows transposed in registers */
-static inline PT2C_UNUSED void pt2c_tr8x8_v(__m256 *r)
-{
-    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]),
-                 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]),
-                 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]),
-                 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
-                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
-                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
-                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-/* d_i[j] = s_j[i] for i, j < 8: eight 8-float rows, transposed */
-static inline PT2C_UNUSED void pt2c_tr8x8(float *const *d, const float *const *s)
-{
-    __m256 r[8];
-    int i;
-    for (i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(s[i]);
-    pt2c_tr8x8_v(r);
-    for (i = 0; i < 8; i++) _mm256_storeu_ps(d[i], r[i]);
-}
-#endif
-
 /* m ? a : b for floats, as bit operations: GCC (with the default -ftrapping-math) will not
  * if-convert a float ?: whose result feeds more float arithmetic, so a loop over the functions
  * below would not vectorise; this select always does (GCC and Clang). */
@@ -265,70 +215,6 @@ static inline PT2C_UNUSED float pt2c_exp_ftz(float x)
 {
     return pt2c_select(x < -87.3f, 0.0f, pt2c_exp(pt2c_select(x < -87.3f, -87.3f, x)));
 }
-
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* pt2c_erf of 8 floats with FMAs (GELU's epilogue): the same rational approximation. */
-static inline PT2C_UNUSED __m256 pt2c_erf8(__m256 x)
-{
-    __m256 x2, p, q;
-    x = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), x)); /* (NaN: 2nd operand) */
-    x2 = _mm256_mul_ps(x, x);
-    p = _mm256_fmadd_ps(_mm256_set1_ps(-2.72614225801306e-10f), x2, _mm256_set1_ps(2.77068142495902e-08f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.10102402082508e-06f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-5.69250639462346e-05f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-7.34990630326855e-04f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-2.95459980854025e-03f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.60960333262415e-02f));
-    q = _mm256_fmadd_ps(_mm256_set1_ps(-1.45660718464996e-05f), x2, _mm256_set1_ps(-2.13374055278905e-04f));
-    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.68282697438203e-03f));
-    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-7.37332916720468e-03f));
-    q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(-1.42647390514189e-02f));
-    p = _mm256_div_ps(_mm256_mul_ps(x, p), q);
-    return _mm256_min_ps(_mm256_set1_ps(1.0f), _mm256_max_ps(_mm256_set1_ps(-1.0f), p));
-}
-
-/* pt2c_exp_ftz of 8 floats, with FMAs, for softmax arguments (x - max <= 0; right up to x = 88):
- * the same reduction and polynomial, within 2 ulp; 0 below -87.3; NaN stays NaN.  About 4x the
- * throughput of the loop over pt2c_exp_ftz, whose multiply-adds GCC does not contract in ISO C
- * mode and whose selects are integer blends. */
-static inline PT2C_UNUSED __m256 pt2c_exp_ftz8(__m256 x)
-{
-    const __m256 lo = _mm256_set1_ps(-87.3f);
-    const __m256 c = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x)); /* (NaN: 2nd operand) */
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(c, _mm256_set1_ps(1.44269504088896341f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), c), p, e;
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    return _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), _mm256_mul_ps(p, e)); /* 2^n: n in [-126, 127] */
-}
-#endif
-#if defined(PT2C_SIMD_AVX512)
-/* pt2c_exp_ftz8 of 16 floats */
-static inline PT2C_UNUSED __m512 pt2c_exp_ftz16(__m512 x)
-{
-    const __m512 lo = _mm512_set1_ps(-87.3f);
-    const __m512 c = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(lo, x));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c), p, e;
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
-    p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    e = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
-    return _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), p, e);
-}
-#endif
 
 #define PT2C_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define PT2C_MAX(a, b) ((a) > (b) ? (a) : (b))

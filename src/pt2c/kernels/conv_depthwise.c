@@ -7,7 +7,7 @@
 
 /* ---- depthwise (groups == C, OC = mult * C; w is [OC][KH*KW], unpacked) ----
  *
- * 3x3, stride 1, padding 1 on x86 with rows of up to PT2C_DW_ROWS_MAX_W (MobileNet's 112x112 down
+ * 3x3, stride 1, padding 1 with vectors (simd.h's pt2c_vf: AVX2, AVX-512, NEON) and rows of up to PT2C_DW_ROWS_MAX_W (MobileNet's 112x112 down
  * to 7x7) goes one plane per task in vertical strips of one vector: each input row is loaded once as
  * three shifted, masked vectors and feeds the three output rows around it (pt2c_dw_plane_rows).
  * Stride 2 likewise for input planes of up to PT2C_DW_ROWS_S2_MAX_HW (AVX2: 4096; AVX-512: any), the
@@ -93,14 +93,14 @@ PT2C_KERNEL size_t pt2c_conv2d_depthwise_scratch_floats(int H, int W, int OH, in
 }
 
 #if defined(PT2C_SIMD_AVX512)
-/* bias + sum_k w[k] * x[k] over 16 lanes, in two FMA chains */
-PT2C_GEMM_INLINE __m512 pt2c_dw_sum9_16(const __m512 *w, __m512 bv, const __m512 *x)
+/* bias + sum_k w[k] * x[k] over a vector, in two FMA chains */
+PT2C_GEMM_INLINE pt2c_vf pt2c_dw_sum9(const pt2c_vf *w, pt2c_vf bv, const pt2c_vf *x)
 {
-    __m512 a0 = _mm512_fmadd_ps(w[0], x[0], bv), a1 = _mm512_mul_ps(w[1], x[1]);
-    a0 = _mm512_fmadd_ps(w[2], x[2], a0), a1 = _mm512_fmadd_ps(w[3], x[3], a1);
-    a0 = _mm512_fmadd_ps(w[4], x[4], a0), a1 = _mm512_fmadd_ps(w[5], x[5], a1);
-    a0 = _mm512_fmadd_ps(w[6], x[6], a0), a1 = _mm512_fmadd_ps(w[7], x[7], a1);
-    return _mm512_add_ps(_mm512_fmadd_ps(w[8], x[8], a0), a1);
+    pt2c_vf a0 = PT2C_VF_FMA(bv, w[0], x[0]), a1 = PT2C_VF_MUL(w[1], x[1]);
+    a0 = PT2C_VF_FMA(a0, w[2], x[2]), a1 = PT2C_VF_FMA(a1, w[3], x[3]);
+    a0 = PT2C_VF_FMA(a0, w[4], x[4]), a1 = PT2C_VF_FMA(a1, w[5], x[5]);
+    a0 = PT2C_VF_FMA(a0, w[6], x[6]), a1 = PT2C_VF_FMA(a1, w[7], x[7]);
+    return PT2C_VF_ADD(PT2C_VF_FMA(a0, w[8], x[8]), a1);
 }
 #endif
 
@@ -111,25 +111,26 @@ PT2C_GEMM_INLINE void pt2c_dw_taps9(float *PT2C_RESTRICT o, const float *const *
 {
     ptrdiff_t p = 0;
 #if defined(PT2C_SIMD_AVX512)
-    { /* 16 at a time (loads folded into the FMAs), the last n - p < 16 with masked loads and store */
-        __m512 w[9], x[9];
-        const __m512 bv = _mm512_set1_ps(bias);
+    { /* 16 at a time (loads folded into the FMAs), the last n - p < 16 with masked loads and store
+       * (cheap with AVX-512's mask registers; the other ISAs finish in scalar code) */
+        pt2c_vf w[9], x[9];
+        const pt2c_vf bv = PT2C_VF_SET1(bias);
         int k;
-        for (k = 0; k < 9; k++) w[k] = _mm512_set1_ps(wk[k]);
+        for (k = 0; k < 9; k++) w[k] = PT2C_VF_SET1(wk[k]);
         for (; p + 16 <= n; p += 16) {
-            x[0] = _mm512_loadu_ps(t[0] + p), x[1] = _mm512_loadu_ps(t[1] + p), x[2] = _mm512_loadu_ps(t[2] + p);
-            x[3] = _mm512_loadu_ps(t[3] + p), x[4] = _mm512_loadu_ps(t[4] + p), x[5] = _mm512_loadu_ps(t[5] + p);
-            x[6] = _mm512_loadu_ps(t[6] + p), x[7] = _mm512_loadu_ps(t[7] + p), x[8] = _mm512_loadu_ps(t[8] + p);
-            _mm512_storeu_ps(o + p, pt2c_dw_sum9_16(w, bv, x));
+            x[0] = PT2C_VF_LOAD(t[0] + p), x[1] = PT2C_VF_LOAD(t[1] + p), x[2] = PT2C_VF_LOAD(t[2] + p);
+            x[3] = PT2C_VF_LOAD(t[3] + p), x[4] = PT2C_VF_LOAD(t[4] + p), x[5] = PT2C_VF_LOAD(t[5] + p);
+            x[6] = PT2C_VF_LOAD(t[6] + p), x[7] = PT2C_VF_LOAD(t[7] + p), x[8] = PT2C_VF_LOAD(t[8] + p);
+            PT2C_VF_STORE(o + p, pt2c_dw_sum9(w, bv, x));
         }
         if (p < n) {
-            const __mmask16 m = (__mmask16)((1u << (n - p)) - 1);
-            for (k = 0; k < 9; k++) x[k] = _mm512_maskz_loadu_ps(m, t[k] + p);
-            _mm512_mask_storeu_ps(o + p, m, pt2c_dw_sum9_16(w, bv, x));
+            const pt2c_vfm m = (pt2c_vfm)((1u << (n - p)) - 1);
+            for (k = 0; k < 9; k++) x[k] = PT2C_VF_MASKZ_LOAD(m, t[k] + p);
+            PT2C_VF_MASK_STORE(o + p, m, pt2c_dw_sum9(w, bv, x));
         }
     }
 #else
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
     const pt2c_v8 b8 = PT2C_V8_SET1(bias), w0 = PT2C_V8_SET1(wk[0]), w1 = PT2C_V8_SET1(wk[1]),
                   w2 = PT2C_V8_SET1(wk[2]), w3 = PT2C_V8_SET1(wk[3]), w4 = PT2C_V8_SET1(wk[4]),
                   w5 = PT2C_V8_SET1(wk[5]), w6 = PT2C_V8_SET1(wk[6]), w7 = PT2C_V8_SET1(wk[7]),
@@ -220,14 +221,12 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
         }
 }
 
-/* 3x3, pad 1, on x86 (see above): in strips of V output columns; at stride 1, tap kw of the strip at
+/* 3x3, pad 1, on simd.h's native vectors (see above): in strips of V output columns; at stride 1, tap kw of the strip at
  * column c0 reads the input row at c0 + kw - 1 with a mask of the lanes whose output and input
  * columns are inside the row, so the padding costs no edge loops and nothing outside the plane is
  * read. */
-#if defined(PT2C_SIMD_AVX512)
-#define PT2C_DW_ROW_V 16
-#elif defined(PT2C_SIMD_AVX2)
-#define PT2C_DW_ROW_V 8
+#if defined(PT2C_VF)
+#define PT2C_DW_ROW_V PT2C_VF_LANES
 #endif
 #if defined(PT2C_DW_ROW_V)
 #ifndef PT2C_DW_ROWS_MAX_W
@@ -237,7 +236,7 @@ static void pt2c_dw_plane_same(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
 #if defined(PT2C_SIMD_AVX512)
 #define PT2C_DW_ROWS_S2_MAX_HW (1L << 30) /* any plane, in bands (112 x 112: 1.25x the split rows) */
 #else
-#define PT2C_DW_ROWS_S2_MAX_HW 4096L /* larger input planes: split rows (112 x 112: 0.95x in bands) */
+#define PT2C_DW_ROWS_S2_MAX_HW 4096L /* larger input planes: split rows (AVX2, 112 x 112: 0.95x in bands) */
 #endif
 #endif
 #ifndef PT2C_DW_ROWS_S2_BAND_FLOATS
@@ -256,49 +255,18 @@ static int pt2c_dw_rows_s2(int H, int W, int OH, int OW, int KH, int KW, int sh,
            OH == (H + 1) / 2 && OW == (W + 1) / 2 && (long)H * W <= PT2C_DW_ROWS_S2_MAX_HW;
 }
 
-#if defined(PT2C_SIMD_AVX512)
-typedef __m512 pt2c_dw_rv;
-typedef __mmask16 pt2c_dw_rm;
-#define PT2C_DW_RV_SET1(x) _mm512_set1_ps(x)
-#define PT2C_DW_RV_LOAD(m, p) _mm512_maskz_loadu_ps((m), (p))
-#define PT2C_DW_RV_FMA(w, x, acc) _mm512_fmadd_ps((w), (x), (acc))
-#define PT2C_DW_RV_STORE(p, m, v) _mm512_mask_storeu_ps((p), (m), (v))
-#define PT2C_DW_RV_MAX _mm512_max_ps
-#define PT2C_DW_RV_MIN _mm512_min_ps
-static pt2c_dw_rm pt2c_dw_rmask(int lo, int hi) /* lanes [lo, hi) of 16, clipped */
-{
-    lo = PT2C_MAX(lo, 0), hi = PT2C_MIN(hi, 16);
-    return (pt2c_dw_rm)(hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u);
-}
-#else
-typedef __m256 pt2c_dw_rv;
-typedef __m256i pt2c_dw_rm;
-#define PT2C_DW_RV_SET1(x) _mm256_set1_ps(x)
-#define PT2C_DW_RV_LOAD(m, p) _mm256_maskload_ps((p), (m))
-#define PT2C_DW_RV_FMA(w, x, acc) _mm256_fmadd_ps((w), (x), (acc))
-#define PT2C_DW_RV_STORE(p, m, v) _mm256_maskstore_ps((p), (m), (v))
-#define PT2C_DW_RV_MAX _mm256_max_ps
-#define PT2C_DW_RV_MIN _mm256_min_ps
-static pt2c_dw_rm pt2c_dw_rmask(int lo, int hi) /* lanes [lo, hi) of 8 */
-{
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), iota),
-                            _mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)));
-}
-#endif
-
 /* the nine weights of a plane, broadcast */
-PT2C_GEMM_INLINE void pt2c_dw_rv_taps(pt2c_dw_rv *w, const float *wk)
+PT2C_GEMM_INLINE void pt2c_dw_rv_taps(pt2c_vf *w, const float *wk)
 {
     int k;
-    for (k = 0; k < 9; k++) w[k] = PT2C_DW_RV_SET1(wk[k]);
+    for (k = 0; k < 9; k++) w[k] = PT2C_VF_SET1(wk[k]);
 }
 
 /* relu / clamp as in the GEMM epilogue (max returns its 2nd operand on NaN: x > 0 ? x : 0) */
-PT2C_GEMM_INLINE pt2c_dw_rv pt2c_dw_rv_act(pt2c_dw_rv r, int act, float lo, float hi)
+PT2C_GEMM_INLINE pt2c_vf pt2c_dw_rv_act(pt2c_vf r, int act, float lo, float hi)
 {
-    if (act == PT2C_ACT_RELU) return PT2C_DW_RV_MAX(r, PT2C_DW_RV_SET1(0.0f));
-    if (act == PT2C_ACT_CLAMP) return PT2C_DW_RV_MIN(PT2C_DW_RV_SET1(hi), PT2C_DW_RV_MAX(PT2C_DW_RV_SET1(lo), r));
+    if (act == PT2C_ACT_RELU) return PT2C_VF_MAX(r, PT2C_VF_SET1(0.0f));
+    if (act == PT2C_ACT_CLAMP) return PT2C_VF_MIN(PT2C_VF_SET1(hi), PT2C_VF_MAX(PT2C_VF_SET1(lo), r));
     return r;
 }
 
@@ -310,29 +278,30 @@ static void pt2c_dw_plane_rows(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
                                float bias, int H, int W, int act, float lo, float hi)
 {
     const int V = PT2C_DW_ROW_V;
-    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias);
-    pt2c_dw_rv w[9];
+    const pt2c_vf bv = PT2C_VF_SET1(bias);
+    pt2c_vf w[9];
     int c0, ih;
     pt2c_dw_rv_taps(w, wk);
     for (c0 = 0; c0 < W; c0 += V) {
         /* lane j: output column c0 + j, input column c0 + j + k - 1 for tap k */
-        const pt2c_dw_rm m0 = pt2c_dw_rmask(1 - c0, W - c0), m1 = pt2c_dw_rmask(-c0, W - c0),
-                         m2 = pt2c_dw_rmask(-c0, W - 1 - c0);
+        const pt2c_vfm m0 = pt2c_vf_range(1 - c0, W - c0), m1 = pt2c_vf_range(-c0, W - c0),
+                         m2 = pt2c_vf_range(-c0, W - 1 - c0);
         const float *x = ip + c0 - 1;
         float *o = op + c0;
-        pt2c_dw_rv up = bv, mid = bv; /* the sums of output rows ih - 1 and ih */
+        pt2c_vf up = bv, mid = bv; /* the sums of output rows ih - 1 and ih */
         for (ih = 0; ih < H; ih++, x += W) {
-            pt2c_dw_rv down;
-            const pt2c_dw_rv x0 = PT2C_DW_RV_LOAD(m0, x), x1 = PT2C_DW_RV_LOAD(m1, x + 1), x2 = PT2C_DW_RV_LOAD(m2, x + 2);
-            down = PT2C_DW_RV_FMA(w[0], x0, bv), down = PT2C_DW_RV_FMA(w[1], x1, down), down = PT2C_DW_RV_FMA(w[2], x2, down);
-            mid = PT2C_DW_RV_FMA(w[3], x0, mid), mid = PT2C_DW_RV_FMA(w[4], x1, mid), mid = PT2C_DW_RV_FMA(w[5], x2, mid);
+            pt2c_vf down;
+            const pt2c_vf x0 = PT2C_VF_MASKZ_LOAD(m0, x), x1 = PT2C_VF_MASKZ_LOAD(m1, x + 1),
+                          x2 = PT2C_VF_MASKZ_LOAD(m2, x + 2);
+            down = PT2C_VF_FMA(bv, w[0], x0), down = PT2C_VF_FMA(down, w[1], x1), down = PT2C_VF_FMA(down, w[2], x2);
+            mid = PT2C_VF_FMA(mid, w[3], x0), mid = PT2C_VF_FMA(mid, w[4], x1), mid = PT2C_VF_FMA(mid, w[5], x2);
             if (ih > 0) {
-                up = PT2C_DW_RV_FMA(w[6], x0, up), up = PT2C_DW_RV_FMA(w[7], x1, up), up = PT2C_DW_RV_FMA(w[8], x2, up);
-                PT2C_DW_RV_STORE(o + (ptrdiff_t)(ih - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
+                up = PT2C_VF_FMA(up, w[6], x0), up = PT2C_VF_FMA(up, w[7], x1), up = PT2C_VF_FMA(up, w[8], x2);
+                PT2C_VF_MASK_STORE(o + (ptrdiff_t)(ih - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
             }
             up = mid, mid = down;
         }
-        PT2C_DW_RV_STORE(o + (ptrdiff_t)(H - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
+        PT2C_VF_MASK_STORE(o + (ptrdiff_t)(H - 1) * W, m1, pt2c_dw_rv_act(up, act, lo, hi));
     }
 }
 
@@ -340,41 +309,26 @@ static void pt2c_dw_plane_rows(float *PT2C_RESTRICT op, const float *PT2C_RESTRI
  * the masked vectors a = x[2c0 - 1 ..] and b = x[2c0 - 1 + V ..] hold them: om (kw = 0) is their even
  * elements, e (kw = 1) the odd ones, and op (kw = 2) om one lane on, its last lane loaded alone. */
 typedef struct {
-    pt2c_dw_rm a, b, c;
+    pt2c_vfm a, b, c;
 } pt2c_dw_s2m;
 
 static pt2c_dw_s2m pt2c_dw_s2_masks(int c0, int W)
 {
     const int V = PT2C_DW_ROW_V, base = 2 * c0 - 1; /* input column of a's lane 0 */
     pt2c_dw_s2m m;
-    m.a = pt2c_dw_rmask(-base, W - base), m.b = pt2c_dw_rmask(-base - V, W - base - V);
-    m.c = pt2c_dw_rmask(-base - 2 * V, PT2C_MIN(1, W - base - 2 * V));
+    m.a = pt2c_vf_range(-base, W - base), m.b = pt2c_vf_range(-base - V, W - base - V);
+    m.c = pt2c_vf_range(-base - 2 * V, PT2C_MIN(1, W - base - 2 * V));
     return m;
 }
 
-PT2C_GEMM_INLINE void pt2c_dw_s2_cols(const float *x, const pt2c_dw_s2m *m, pt2c_dw_rv *om, pt2c_dw_rv *e,
-                                      pt2c_dw_rv *op)
+PT2C_GEMM_INLINE void pt2c_dw_s2_cols(const float *x, const pt2c_dw_s2m *m, pt2c_vf *om, pt2c_vf *e,
+                                      pt2c_vf *op)
 {
-#if defined(PT2C_SIMD_AVX512)
-    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512 a = _mm512_maskz_loadu_ps(m->a, x), b = _mm512_maskz_loadu_ps(m->b, x + 16);
-    *om = _mm512_permutex2var_ps(a, ie, b);
-    *e = _mm512_permutex2var_ps(a, io, b);
-    *op = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(_mm512_maskz_loadu_ps(m->c, x + 32)),
-                                                  _mm512_castps_si512(*om), 1));
-#else
-    const __m256 a = _mm256_maskload_ps(x, m->a), b = _mm256_maskload_ps(x + 8, m->b);
-    const __m256 c = _mm256_maskload_ps(x + 16, m->c);
-    const __m256i ix = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
-    __m256 t;
-    t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)); /* a0 a2 b0 b2 | a4 a6 b4 b6 */
-    *om = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-    t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-    *e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-    /* om one lane on, c's lane 0 (x[16]) into the last lane */
-    *op = _mm256_blend_ps(_mm256_permutevar8x32_ps(*om, ix), _mm256_permutevar8x32_ps(c, ix), 0x80);
-#endif
+    const pt2c_vf a = PT2C_VF_MASKZ_LOAD(m->a, x), b = PT2C_VF_MASKZ_LOAD(m->b, x + PT2C_DW_ROW_V);
+    const pt2c_vf c = PT2C_VF_MASKZ_LOAD(m->c, x + 2 * PT2C_DW_ROW_V);
+    *om = PT2C_VF_EVENS(a, b);
+    *e = PT2C_VF_ODDS(a, b);
+    *op = PT2C_VF_NEXT1(*om, c); /* om one lane on, c's lane 0 (x[2V]) into the last lane */
 }
 
 /* op = act(bias + taps) of a 3x3, stride 2, pad 1 plane (OH = (H + 1) / 2, OW = (W + 1) / 2): strips of
@@ -386,35 +340,35 @@ static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RES
 {
     const int V = PT2C_DW_ROW_V, OH = (H + 1) / 2, band = PT2C_MAX(1, PT2C_DW_ROWS_S2_BAND_FLOATS / (2 * W));
     const int nstrip = (OW + V - 1) / V, ntask = (OH + band - 1) / band * nstrip;
-    const pt2c_dw_rv bv = PT2C_DW_RV_SET1(bias);
-    pt2c_dw_rv w[9];
+    const pt2c_vf bv = PT2C_VF_SET1(bias);
+    pt2c_vf w[9];
     int task, oh;
     pt2c_dw_rv_taps(w, wk);
     for (task = 0; task < ntask; task++) { /* band by band, strip by strip */
         const int oh0 = task / nstrip * band, c0 = task % nstrip * V;
         const pt2c_dw_s2m m = pt2c_dw_s2_masks(c0, W);
-        const pt2c_dw_rm mo = pt2c_dw_rmask(0, OW - c0);
+        const pt2c_vfm mo = pt2c_vf_range(0, OW - c0);
         const int oh1 = PT2C_MIN(OH, oh0 + band);
         const float *x = ip + (ptrdiff_t)2 * oh0 * W + 2 * c0 - 1;
         float *o = op + (ptrdiff_t)oh0 * OW + c0;
-        pt2c_dw_rv xm, xe, xp;
-        pt2c_dw_rv acc = bv; /* output row oh; its input row 2 oh - 1 was added with the row above */
+        pt2c_vf xm, xe, xp;
+        pt2c_vf acc = bv; /* output row oh; its input row 2 oh - 1 was added with the row above */
         if (oh0 > 0) { /* (the band's first: input row 2 oh0 - 1 from here) */
             pt2c_dw_s2_cols(x - W, &m, &xm, &xe, &xp);
-            acc = PT2C_DW_RV_FMA(w[0], xm, acc), acc = PT2C_DW_RV_FMA(w[1], xe, acc);
-            acc = PT2C_DW_RV_FMA(w[2], xp, acc);
+            acc = PT2C_VF_FMA(acc, w[0], xm), acc = PT2C_VF_FMA(acc, w[1], xe);
+            acc = PT2C_VF_FMA(acc, w[2], xp);
         }
         for (oh = oh0; oh < oh1; oh++, x += 2 * W, o += OW) {
-            pt2c_dw_rv next = bv;
+            pt2c_vf next = bv;
             pt2c_dw_s2_cols(x, &m, &xm, &xe, &xp);
-            acc = PT2C_DW_RV_FMA(w[3], xm, acc), acc = PT2C_DW_RV_FMA(w[4], xe, acc), acc = PT2C_DW_RV_FMA(w[5], xp, acc);
+            acc = PT2C_VF_FMA(acc, w[3], xm), acc = PT2C_VF_FMA(acc, w[4], xe), acc = PT2C_VF_FMA(acc, w[5], xp);
             if (2 * oh + 1 < H) {
                 pt2c_dw_s2_cols(x + W, &m, &xm, &xe, &xp);
-                acc = PT2C_DW_RV_FMA(w[6], xm, acc), acc = PT2C_DW_RV_FMA(w[7], xe, acc), acc = PT2C_DW_RV_FMA(w[8], xp, acc);
-                next = PT2C_DW_RV_FMA(w[0], xm, next), next = PT2C_DW_RV_FMA(w[1], xe, next);
-                next = PT2C_DW_RV_FMA(w[2], xp, next);
+                acc = PT2C_VF_FMA(acc, w[6], xm), acc = PT2C_VF_FMA(acc, w[7], xe), acc = PT2C_VF_FMA(acc, w[8], xp);
+                next = PT2C_VF_FMA(next, w[0], xm), next = PT2C_VF_FMA(next, w[1], xe);
+                next = PT2C_VF_FMA(next, w[2], xp);
             }
-            PT2C_DW_RV_STORE(o, mo, pt2c_dw_rv_act(acc, act, lo, hi));
+            PT2C_VF_MASK_STORE(o, mo, pt2c_dw_rv_act(acc, act, lo, hi));
             acc = next;
         }
     }
@@ -424,8 +378,8 @@ static void pt2c_dw_plane_rows_s2(float *PT2C_RESTRICT op, const float *PT2C_RES
 /* The stride-2 path's split of one input row x[0, W) (see above): e[j] = x[2j] for j < (W + 1) / 2,
  * o[j + 1] = x[2j + 1] for j < W / 2, o[0] = 0, and zeros up to e[OWV) and o[OWV + 1). OWV is a
  * multiple of PT2C_DW_S2_V; the vector paths read the row's end with masked loads. */
-#if defined(PT2C_SIMD_AVX512)
-#define PT2C_DW_S2_V 16
+#if defined(PT2C_VF)
+#define PT2C_DW_S2_V PT2C_VF_LANES
 #else
 #define PT2C_DW_S2_V 8
 #endif
@@ -434,39 +388,18 @@ static void pt2c_dw_split(float *PT2C_RESTRICT e, float *PT2C_RESTRICT o, const 
 {
     int j;
     o[0] = 0.0f;
-#if defined(PT2C_SIMD_AVX512)
-    {
-        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-        for (j = 0; j < OWV; j += 16) {
-            const int rem = W - 2 * j; /* input columns left from 2j */
-            __m512 a, b;
-            if (rem >= 32) {
-                a = _mm512_loadu_ps(x + 2 * j), b = _mm512_loadu_ps(x + 2 * j + 16);
-            } else {
-                const __mmask16 ma = rem <= 0 ? 0 : rem >= 16 ? 0xFFFF : (__mmask16)((1u << rem) - 1);
-                const __mmask16 mb = rem <= 16 ? 0 : (__mmask16)((1u << (rem - 16)) - 1);
-                a = _mm512_maskz_loadu_ps(ma, x + 2 * j), b = _mm512_maskz_loadu_ps(mb, x + 2 * j + 16);
-            }
-            _mm512_storeu_ps(e + j, _mm512_permutex2var_ps(a, ie, b));
-            _mm512_storeu_ps(o + 1 + j, _mm512_permutex2var_ps(a, io, b));
-        }
-    }
-#elif defined(PT2C_SIMD_AVX2)
-    for (j = 0; j < OWV; j += 8) {
-        const int rem = W - 2 * j;
-        if (rem >= 16) {
-            _mm256_storeu_ps(e + j, pt2c_evens8(x + 2 * j));
-            _mm256_storeu_ps(o + 1 + j, pt2c_odds8(x + 2 * j));
+#if defined(PT2C_VF)
+    for (j = 0; j < OWV; j += PT2C_VF_LANES) {
+        const int rem = W - 2 * j; /* input columns left from 2j */
+        pt2c_vf a, b;
+        if (rem >= 2 * PT2C_VF_LANES) {
+            a = PT2C_VF_LOAD(x + 2 * j), b = PT2C_VF_LOAD(x + 2 * j + PT2C_VF_LANES);
         } else { /* lanes i < rem of x + 2j, zero past the row */
-            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-            const __m256i ma = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), lane);
-            const __m256i mb = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem - 8), lane);
-            const __m256 a = _mm256_maskload_ps(x + 2 * j, ma), b = _mm256_maskload_ps(x + 2 * j + 8, mb);
-            const __m256 ev = _mm256_shuffle_ps(a, b, 0x88), od = _mm256_shuffle_ps(a, b, 0xDD);
-            _mm256_storeu_ps(e + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
-            _mm256_storeu_ps(o + 1 + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+            a = PT2C_VF_MASKZ_LOAD(pt2c_vf_range(0, rem), x + 2 * j);
+            b = PT2C_VF_MASKZ_LOAD(pt2c_vf_range(0, rem - PT2C_VF_LANES), x + 2 * j + PT2C_VF_LANES);
         }
+        PT2C_VF_STORE(e + j, PT2C_VF_EVENS(a, b));
+        PT2C_VF_STORE(o + 1 + j, PT2C_VF_ODDS(a, b));
     }
 #else
     for (j = 0; j < OWV; j++) {
@@ -510,7 +443,7 @@ static void pt2c_dw_plane_s2(float *PT2C_RESTRICT op, const float *PT2C_RESTRICT
 PT2C_GEMM_INLINE void pt2c_dw_zero(float *PT2C_RESTRICT d, int n)
 {
     int j = 0;
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
     for (; j + 8 <= n; j += 8) PT2C_V8_STORE(d + j, PT2C_V8_ZERO());
 #endif
     for (; j < n; j++) d[j] = 0.0f;
@@ -555,7 +488,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
             pt2c_dw_zero(d, slo * 8);
             pt2c_dw_zero(d + shi * 8, (WP - shi) * 8);
             s = slo;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
             for (; s + 8 <= shi; s += 8) {
                 const float *sp[8];
                 float *dp[8];
@@ -569,7 +502,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
         for (oh = 0; oh < nb; oh++) {
             const float *xr = x8 + (ptrdiff_t)oh * sh * WP * 8;
             float *PT2C_RESTRICT orow = o8 + (ptrdiff_t)oh * OW * 8;
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
             if (KH == 3 && KW == 3) {
                 const pt2c_v8 w0 = PT2C_V8_LOAD(w8), w1 = PT2C_V8_LOAD(w8 + 8), w2 = PT2C_V8_LOAD(w8 + 16),
                               w3 = PT2C_V8_LOAD(w8 + 24), w4 = PT2C_V8_LOAD(w8 + 32), w5 = PT2C_V8_LOAD(w8 + 40),
@@ -610,7 +543,7 @@ static void pt2c_dw_cblock(float *out, const float *in, const float *w, const pt
         if (ep && !ep->residual) pt2c_epilogue_act(o8, (int)(8 * nq), ep->act, ep->lo, ep->hi);
         /* de-interleave: out_c[q0 + q] = o8[q][c] */
         q = 0;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
         for (; q + 8 <= nq; q += 8) {
             const float *sp[8];
             float *dp[8];

@@ -18,14 +18,14 @@ static int pt2c_conv_is_pointwise(int KH, int KW, int sh, int sw, int ph, int pw
  * done nothing, for other strides. */
 PT2C_GEMM_INLINE int pt2c_im2col_copy16(float *PT2C_RESTRICT d, const float *PT2C_RESTRICT src, int sw)
 {
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
     if (sw == 1) {
         PT2C_V8_STORE(d, PT2C_V8_LOAD(src));
         PT2C_V8_STORE(d + 8, PT2C_V8_LOAD(src + 8));
         return 1;
     }
 #endif
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
     if (sw == 2) {
         _mm256_storeu_ps(d, pt2c_evens8(src));
         _mm256_storeu_ps(d + 8, pt2c_odds8(src + 15));
@@ -206,7 +206,7 @@ static void pt2c_conv_subsample(float *PT2C_RESTRICT xs, const float *PT2C_RESTR
             const float *PT2C_RESTRICT row = x + ((ptrdiff_t)c * H + (ptrdiff_t)oh * sh) * W;
             float *PT2C_RESTRICT d = xs + ((ptrdiff_t)c * OH + oh) * OW;
             ow = 0;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
             if (sw == 2)
                 for (; 2 * ow + 16 <= W; ow += 8) _mm256_storeu_ps(d + ow, pt2c_evens8(row + 2 * ow));
 #endif
@@ -483,7 +483,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
         for (oc = 0; oc < (OC + 7) / 8 * 8; oc += 8) {
             const int nc = PT2C_MIN(8, OC - oc);
             int p = 0, j;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
             pt2c_epilogue e = {0};
             if (ep) e = *ep, e.bias_per_row = 1, e.residual = res_n, e.ldr = P;
             if (nc == 8)

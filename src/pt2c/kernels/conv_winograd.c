@@ -99,7 +99,7 @@ static void pt2c_wino_input(float *PT2C_RESTRICT v, ptrdiff_t vs, const float *P
             }
         }
     }
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
     for (i = 0; i < 6; i++) {
         int g;
         for (g = 0; g < 16; g += 8) {
@@ -135,7 +135,7 @@ static void pt2c_wino_output(float *PT2C_RESTRICT plane, const float *PT2C_RESTR
      * (8x8 transposes): + residual, the activation on all of yt at once (tiles past the last are
      * computed and dropped), and the store, row by row. */
     for (i = 0; i < 256; i++) y[i] += bias;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
     for (i = 0; i < 16; i += 8) {
         for (t = 0; t < 16; t += 8) {
             const float *s[8];

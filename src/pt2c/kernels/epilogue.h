@@ -3,7 +3,7 @@
  * The scalar activations are what generated elementwise loops call (ops/elementwise.py names
  * pt2c_<act>_<ctype>) and what pt2c_epilogue_act applies after a GEMM, a convolution, ...; the
  * float forms call no libm function (pt2c_erf / pt2c_tanh / pt2c_exp of common.h), so loops over
- * them vectorise.  Vector forms elsewhere: ReLU and clamp in registers (gemm.h's PT2C_V8_RELU /
+ * them vectorise.  Vector forms elsewhere: ReLU and clamp in registers (simd.h's PT2C_V8_RELU /
  * CLAMP, the depthwise and AVX-512 tile stores: the same bits as here), GELU 8 lanes at a time with
  * FMAs in pt2c_epilogue_act (pt2c_erf8: within rounding of the scalar form).
  *
@@ -13,6 +13,7 @@
 #define PT2C_EPILOGUE_H
 
 #include "common.h"
+#include "simd.h"
 
 #define PT2C_INLINE static PT2C_UNUSED inline
 
@@ -99,7 +100,7 @@ PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
         break;
     case PT2C_ACT_GELU:
         j = 0;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
         for (; j + 8 <= n; j += 8) { /* (with FMAs: GCC does not contract the loop below under -std=c99) */
             const __m256 v = _mm256_loadu_ps(x + j);
             const __m256 e = pt2c_erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));

@@ -1,14 +1,15 @@
 /* pt2c kernel library: the GEMM's definitions shared by its parts and by the kernels built on it.
  *
  * Micro-tile (MR x NR, the packed layouts' panel sizes: layout.py mirrors them), cache blocking
- * and threading thresholds, inlining / prefetch macros, and the 8-lane vector layer (AVX2 and
- * AVX-512: __m256; NEON: two float32x4_t; PT2C_GEMM_VEC undefined: plain C) that the
- * micro-kernels and the depthwise convolution are written against.  See gemm.c.
+ * and threading thresholds, inlining / prefetch macros.  The micro-kernels are written against
+ * simd.h's 8-lane type pt2c_v8 (AVX2 and AVX-512: __m256; NEON: two float32x4_t; PT2C_V8
+ * undefined: plain C).  See gemm.c.
  */
 #ifndef PT2C_GEMM_H
 #define PT2C_GEMM_H
 
 #include "common.h"
+#include "simd.h"
 #include "epilogue.h"
 
 #define PT2C_GEMM_MR 6
@@ -61,65 +62,6 @@
 #define PT2C_GEMM_INLINE static inline
 #define PT2C_GEMM_PREFETCH_W(p) ((void)(p))
 #define PT2C_GEMM_PREFETCH_R(p) ((void)(p))
-#endif
-
-/* ---- 8-lane vector layer (ggml simd-mappings style) ---- */
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-#include <immintrin.h>
-#define PT2C_GEMM_VEC 1
-typedef __m256 pt2c_v8;
-#define PT2C_V8_ZERO() _mm256_setzero_ps()
-#define PT2C_V8_LOAD(p) _mm256_loadu_ps(p)
-#define PT2C_V8_STORE(p, v) _mm256_storeu_ps((p), (v))
-#define PT2C_V8_SET1(x) _mm256_set1_ps(x)
-#define PT2C_V8_ADD(a, b) _mm256_add_ps((a), (b))
-#define PT2C_V8_MUL(a, b) _mm256_mul_ps((a), (b))
-#define PT2C_V8_FMA(acc, a, b) _mm256_fmadd_ps((a), (b), (acc)) /* acc + a*b */
-/* Same results as the scalar epilogue, NaN and signed zeros included:
- * relu x > 0 ? x : 0 (max returns its 2nd operand on NaN/equal), clamp
- * v = x < lo ? lo : x; v > hi ? hi : v. */
-#define PT2C_V8_RELU(x) _mm256_max_ps((x), _mm256_setzero_ps())
-#define PT2C_V8_CLAMP(x, lo, hi) _mm256_min_ps((hi), _mm256_max_ps((lo), (x)))
-#elif defined(PT2C_SIMD_NEON)
-#include <arm_neon.h>
-#define PT2C_GEMM_VEC 1
-typedef struct { float32x4_t lo, hi; } pt2c_v8;
-static inline pt2c_v8 pt2c_v8_zero(void) { pt2c_v8 r; r.lo = vdupq_n_f32(0.0f); r.hi = r.lo; return r; }
-static inline pt2c_v8 pt2c_v8_load(const float *p) { pt2c_v8 r; r.lo = vld1q_f32(p); r.hi = vld1q_f32(p + 4); return r; }
-static inline void pt2c_v8_store(float *p, pt2c_v8 v) { vst1q_f32(p, v.lo); vst1q_f32(p + 4, v.hi); }
-static inline pt2c_v8 pt2c_v8_set1(float x) { pt2c_v8 r; r.lo = vdupq_n_f32(x); r.hi = r.lo; return r; }
-static inline pt2c_v8 pt2c_v8_add(pt2c_v8 a, pt2c_v8 b) { a.lo = vaddq_f32(a.lo, b.lo); a.hi = vaddq_f32(a.hi, b.hi); return a; }
-static inline pt2c_v8 pt2c_v8_mul(pt2c_v8 a, pt2c_v8 b) { a.lo = vmulq_f32(a.lo, b.lo); a.hi = vmulq_f32(a.hi, b.hi); return a; }
-static inline pt2c_v8 pt2c_v8_fma(pt2c_v8 acc, pt2c_v8 a, pt2c_v8 b)
-{
-    acc.lo = vfmaq_f32(acc.lo, a.lo, b.lo);
-    acc.hi = vfmaq_f32(acc.hi, a.hi, b.hi);
-    return acc;
-}
-static inline pt2c_v8 pt2c_v8_relu(pt2c_v8 x)
-{
-    float32x4_t z = vdupq_n_f32(0.0f);
-    x.lo = vbslq_f32(vcgtq_f32(x.lo, z), x.lo, z);
-    x.hi = vbslq_f32(vcgtq_f32(x.hi, z), x.hi, z);
-    return x;
-}
-static inline pt2c_v8 pt2c_v8_clamp(pt2c_v8 x, pt2c_v8 lo, pt2c_v8 hi)
-{
-    x.lo = vbslq_f32(vcltq_f32(x.lo, lo.lo), lo.lo, x.lo);
-    x.hi = vbslq_f32(vcltq_f32(x.hi, lo.hi), lo.hi, x.hi);
-    x.lo = vbslq_f32(vcgtq_f32(x.lo, hi.lo), hi.lo, x.lo);
-    x.hi = vbslq_f32(vcgtq_f32(x.hi, hi.hi), hi.hi, x.hi);
-    return x;
-}
-#define PT2C_V8_RELU(x) pt2c_v8_relu(x)
-#define PT2C_V8_CLAMP(x, lo, hi) pt2c_v8_clamp((x), (lo), (hi))
-#define PT2C_V8_ZERO() pt2c_v8_zero()
-#define PT2C_V8_LOAD(p) pt2c_v8_load(p)
-#define PT2C_V8_STORE(p, v) pt2c_v8_store((p), (v))
-#define PT2C_V8_SET1(x) pt2c_v8_set1(x)
-#define PT2C_V8_ADD(a, b) pt2c_v8_add((a), (b))
-#define PT2C_V8_MUL(a, b) pt2c_v8_mul((a), (b))
-#define PT2C_V8_FMA(acc, a, b) pt2c_v8_fma((acc), (a), (b))
 #endif
 
 #endif /* PT2C_GEMM_H */

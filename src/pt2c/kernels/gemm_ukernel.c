@@ -60,7 +60,7 @@ static void pt2c_gemm_store_tile(float *c, int ldc, const float *t, int mr, int 
 #define PT2C_GEMM_EP_IN_REGS(ep) \
     (!(ep) || (ep)->act == PT2C_ACT_NONE || (ep)->act == PT2C_ACT_RELU || (ep)->act == PT2C_ACT_CLAMP)
 
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
 
 PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2c_v8 *v1, int i, int j)
 {
@@ -85,7 +85,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ep_row(const pt2c_epilogue *ep, pt2c_v8 *v0, pt2
 }
 #endif
 
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
 /* pt2c_gemm_ep_row on the columns that masks m0 (j..j+7) and m1 (j+8..j+15) select; the others
  * are not read: bias and residual here, the activation by pt2c_gemm_ep_row */
 PT2C_GEMM_INLINE void pt2c_gemm_ep_row_m(const pt2c_epilogue *ep, __m256 *v0, __m256 *v1, int i, int j, __m256i m0,
@@ -119,13 +119,13 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
                                              int accumulate, const pt2c_epilogue *ep, int i0, int j0, const int ROWS,
                                              const float *pfa, const float *pfb, int pfn)
 {
-#if defined(PT2C_GEMM_VEC)
+#if defined(PT2C_V8)
     /* 12 accumulators + 2 B vectors + 1 broadcast = 15 of 16 ymm registers. */
     pt2c_v8 c00 = PT2C_V8_ZERO(), c01 = PT2C_V8_ZERO(), c10 = PT2C_V8_ZERO(), c11 = PT2C_V8_ZERO();
     pt2c_v8 c20 = PT2C_V8_ZERO(), c21 = PT2C_V8_ZERO(), c30 = PT2C_V8_ZERO(), c31 = PT2C_V8_ZERO();
     pt2c_v8 c40 = PT2C_V8_ZERO(), c41 = PT2C_V8_ZERO(), c50 = PT2C_V8_ZERO(), c51 = PT2C_V8_ZERO();
     int k = 0;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
     /* A last panel of at most 8 columns (196 pixels = 12 panels + 4): the first 8 columns of its
      * zero-padded B panel only, half the FMAs.  Even k steps sum into cX0, odd ones into cX1 (12
      * chains, as the full tile); cX1 is added into cX0 and the masked store below takes cX0 (its
@@ -260,7 +260,7 @@ PT2C_GEMM_INLINE void pt2c_gemm_ukernel_body(int kc, const float *PT2C_RESTRICT 
         if (ROWS > 4 && mr > 4) { PT2C_GEMM_PUT(4, c40, c41); }
         if (ROWS > 5 && mr > 5) { PT2C_GEMM_PUT(5, c50, c51); }
 #undef PT2C_GEMM_PUT
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
     } else if (PT2C_GEMM_EP_IN_REGS(ep)) { /* a partial panel: masked loads and stores */
         const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), iota);

@@ -9,6 +9,7 @@
 #define PT2C_POOL_C
 
 #include "common.h"
+#include "simd.h"
 
 #define PT2C_POOL_PAR_MIN 16384L
 
@@ -38,96 +39,44 @@ static inline float pt2c_pool_max(float m, float v)
     return pt2c_select(v > m || v != v, v, m);
 }
 
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
-/* 3x3, stride 2, padding 1 (ResNet's stem pool) on x86: per output row, strips of V columns; the
- * window rows' max (vertical, on the two vectors a, b that hold input columns 2 c0 - 1 ..) and then
- * that of its even (om), odd (e) and next even (op) columns, by permutes, as the stride-2 depthwise
- * strips; masked loads fill the padding with -inf.  NaN-aware as pt2c_pool_max: max then NaN in m
- * restored (max returns its 2nd operand when either is NaN). */
-#if defined(PT2C_SIMD_AVX512)
-#define PT2C_POOL_V 16
-#define PT2C_POOL_LOAD _mm512_loadu_ps
-#define PT2C_POOL_SET1 _mm512_set1_ps
-typedef __m512 pt2c_pool_v;
-typedef __mmask16 pt2c_pool_m;
-static inline pt2c_pool_v pt2c_pool_vmax(pt2c_pool_v m, pt2c_pool_v v)
-{
-    return _mm512_mask_mov_ps(_mm512_max_ps(m, v), _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q), m);
-}
-static inline pt2c_pool_v pt2c_pool_vload(pt2c_pool_m k, const float *p)
-{
-    return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, p);
-}
-static inline pt2c_pool_m pt2c_pool_vmask(int lo, int hi) /* lanes [lo, hi), clipped */
-{
-    lo = PT2C_MAX(lo, 0), hi = PT2C_MIN(hi, 16);
-    return (pt2c_pool_m)(hi > lo ? ((1u << hi) - 1u) & ~((1u << lo) - 1u) : 0u);
-}
-#else
-#define PT2C_POOL_V 8
-#define PT2C_POOL_LOAD _mm256_loadu_ps
-#define PT2C_POOL_SET1 _mm256_set1_ps
-typedef __m256 pt2c_pool_v;
-typedef __m256i pt2c_pool_m;
-static inline pt2c_pool_v pt2c_pool_vmax(pt2c_pool_v m, pt2c_pool_v v)
-{
-    return _mm256_blendv_ps(_mm256_max_ps(m, v), m, _mm256_cmp_ps(m, m, _CMP_UNORD_Q));
-}
-static inline pt2c_pool_v pt2c_pool_vload(pt2c_pool_m k, const float *p)
-{
-    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), _mm256_maskload_ps(p, k), _mm256_castsi256_ps(k));
-}
-static inline pt2c_pool_m pt2c_pool_vmask(int lo, int hi)
-{
-    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    return _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), iota),
-                            _mm256_cmpgt_epi32(iota, _mm256_set1_epi32(lo - 1)));
-}
-#endif
-
+#if defined(PT2C_VF)
+/* 3x3, stride 2, padding 1 (ResNet's stem pool) on simd.h's native vectors: per output row, strips of
+ * V columns; the window rows' max (vertical, on the two vectors a, b that hold input columns
+ * 2 c0 - 1 ..) and then that of its even (om), odd (e) and next even (op) columns, by permutes, as
+ * the stride-2 depthwise strips; masked loads fill the padding with -inf.  NaN-aware as
+ * pt2c_pool_max (pt2c_vf_maxnan). */
+#define PT2C_POOL_V PT2C_VF_LANES
 static void pt2c_maxpool_3x3s2(float *PT2C_RESTRICT y, const float *PT2C_RESTRICT x, int H, int W, int oh, int OW)
 {
     const int V = PT2C_POOL_V, r0 = PT2C_MAX(0, 2 * oh - 1), r1 = PT2C_MIN(H, 2 * oh + 2);
     int c0, r;
     for (c0 = 0; c0 < OW; c0 += V) {
         const int base = 2 * c0 - 1; /* input column of a's lane 0 */
-        const pt2c_pool_m ma = pt2c_pool_vmask(-base, W - base), mb = pt2c_pool_vmask(-base - V, W - base - V);
-        const pt2c_pool_m mc = pt2c_pool_vmask(-base - 2 * V, PT2C_MIN(1, W - base - 2 * V));
+        const pt2c_vfm ma = pt2c_vf_range(-base, W - base), mb = pt2c_vf_range(-base - V, W - base - V);
+        const pt2c_vfm mc = pt2c_vf_range(-base - 2 * V, PT2C_MIN(1, W - base - 2 * V));
         const float *p = x + (ptrdiff_t)r0 * W + base;
-        pt2c_pool_v a, b, c, om, e, op;
+        pt2c_vf a, b, c, om, e, op;
         if (base >= 0 && base + 2 * V < W) { /* every lane inside the row (c: lane 0) */
-            a = PT2C_POOL_LOAD(p), b = PT2C_POOL_LOAD(p + V), c = PT2C_POOL_SET1(p[2 * V]);
+            a = PT2C_VF_LOAD(p), b = PT2C_VF_LOAD(p + V), c = PT2C_VF_SET1(p[2 * V]);
             for (r = r0 + 1; r < r1; r++) {
                 p += W;
-                a = pt2c_pool_vmax(a, PT2C_POOL_LOAD(p));
-                b = pt2c_pool_vmax(b, PT2C_POOL_LOAD(p + V));
-                c = pt2c_pool_vmax(c, PT2C_POOL_SET1(p[2 * V]));
+                a = pt2c_vf_maxnan(a, PT2C_VF_LOAD(p));
+                b = pt2c_vf_maxnan(b, PT2C_VF_LOAD(p + V));
+                c = pt2c_vf_maxnan(c, PT2C_VF_SET1(p[2 * V]));
             }
         } else {
-            a = pt2c_pool_vload(ma, p), b = pt2c_pool_vload(mb, p + V), c = pt2c_pool_vload(mc, p + 2 * V);
+            const pt2c_vf ninf = PT2C_VF_SET1(-INFINITY);
+            a = PT2C_VF_MASK_LOAD(ninf, ma, p), b = PT2C_VF_MASK_LOAD(ninf, mb, p + V);
+            c = PT2C_VF_MASK_LOAD(ninf, mc, p + 2 * V);
             for (r = r0 + 1; r < r1; r++) {
                 p += W;
-                a = pt2c_pool_vmax(a, pt2c_pool_vload(ma, p));
-                b = pt2c_pool_vmax(b, pt2c_pool_vload(mb, p + V));
-                c = pt2c_pool_vmax(c, pt2c_pool_vload(mc, p + 2 * V));
+                a = pt2c_vf_maxnan(a, PT2C_VF_MASK_LOAD(ninf, ma, p));
+                b = pt2c_vf_maxnan(b, PT2C_VF_MASK_LOAD(ninf, mb, p + V));
+                c = pt2c_vf_maxnan(c, PT2C_VF_MASK_LOAD(ninf, mc, p + 2 * V));
             }
         }
-#if defined(PT2C_SIMD_AVX512)
-        om = _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
-        e = _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
-        op = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(c), _mm512_castps_si512(om), 1));
-        _mm512_mask_storeu_ps(y + c0, pt2c_pool_vmask(0, OW - c0), pt2c_pool_vmax(pt2c_pool_vmax(om, e), op));
-#else
-        {
-            const __m256i ix = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
-            __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
-            om = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-            t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
-            e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
-            op = _mm256_blend_ps(_mm256_permutevar8x32_ps(om, ix), _mm256_permutevar8x32_ps(c, ix), 0x80);
-            _mm256_maskstore_ps(y + c0, pt2c_pool_vmask(0, OW - c0), pt2c_pool_vmax(pt2c_pool_vmax(om, e), op));
-        }
-#endif
+        om = PT2C_VF_EVENS(a, b), e = PT2C_VF_ODDS(a, b), op = PT2C_VF_NEXT1(om, c);
+        PT2C_VF_MASK_STORE(y + c0, pt2c_vf_range(0, OW - c0), pt2c_vf_maxnan(pt2c_vf_maxnan(om, e), op));
     }
 }
 #endif
@@ -136,7 +85,7 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
                                 int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw, int OH, int OW)
 {
     long nrows = (long)NC * OH;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_VF)
     if (KH == 3 && KW == 3 && sh == 2 && sw == 2 && ph == 1 && pw == 1 && dh == 1 && dw == 1 && OH == (H + 1) / 2 &&
         OW == (W + 1) / 2) {
         PT2C_OMP(parallel for schedule(static) if (nrows * OW * 9 > PT2C_POOL_PAR_MIN))
@@ -182,7 +131,7 @@ PT2C_KERNEL void pt2c_maxpool2d(float *PT2C_RESTRICT out, const float *PT2C_REST
             }
             for (int i = len; i < len + 16; i++) /* (read, unused, by the vector loop below) */
                 buf[i] = -INFINITY;
-#if defined(PT2C_SIMD_AVX2) || defined(PT2C_SIMD_AVX512)
+#if defined(PT2C_SIMD_X86)
             if (sw == 2) { /* the evens of 16 columns per tap, 8 outputs at a time */
                 int j = 0;
                 for (; j + 8 <= n; j += 8) {
