@@ -2,6 +2,7 @@
 
     python bench/ab.py --base /path/to/old/src [--new src] [--models resnet18,mlp_b64] [--threads 1]
                        [--runs 40]
+    python bench/ab.py --base ... --models bench/models.py:mobilenet_v2_tf   # a model outside the zoo
 
 Each model is compiled (--target, default x86_64-v3; -O3) once with each tree (in a subprocess with that tree
 first on sys.path), both libraries are loaded into one fresh process (ctypes, no torch), each by its own
@@ -29,7 +30,15 @@ import numpy as np, torch, pt2c
 from pt2c import zoo
 spec, out, name, target = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 # not zoo.bench_model: the base tree may predate it
-model, inputs = zoo.mlp("bench", batch=64) if spec == "mlp_b64" else zoo.FAMILIES[spec]("bench")
+if ":" in spec:  # path/to/file.py:function -> (model, inputs)
+    import importlib.util
+    path, fn = spec.rsplit(":", 1)
+    mspec = importlib.util.spec_from_file_location("ab_models", path)
+    mod = importlib.util.module_from_spec(mspec)
+    mspec.loader.exec_module(mod)
+    model, inputs = getattr(mod, fn)()
+else:
+    model, inputs = zoo.mlp("bench", batch=64) if spec == "mlp_b64" else zoo.FAMILIES[spec]("bench")
 ep = torch.export.export(model, inputs, strict=False)
 pt2c.compile(ep, out, name=name, target=target)
 pt2c.build(out, cflags="-O3 -std=c99")
@@ -81,9 +90,12 @@ def main() -> None:
     import numpy as np
 
     for spec in args.models.split(","):
-        wd = Path(tempfile.mkdtemp(prefix=f"pt2c_ab_{spec}_"))
+        label = spec.rsplit(":", 1)[-1]
+        if ":" in spec:
+            spec = str(Path(spec.rsplit(":", 1)[0]).resolve()) + ":" + label
+        wd = Path(tempfile.mkdtemp(prefix=f"pt2c_ab_{label}_"))
         for tag, src in (("a", args.base), ("b", args.new)):
-            subprocess.run([sys.executable, "-c", BUILD, src, spec, str(wd / tag), f"{spec}_{tag}", args.target],
+            subprocess.run([sys.executable, "-c", BUILD, src, spec, str(wd / tag), f"{label}_{tag}", args.target],
                            check=True, capture_output=True)
         for nt in args.threads.split(","):
             env = dict(os.environ, OMP_NUM_THREADS=nt)
@@ -91,7 +103,7 @@ def main() -> None:
                                  capture_output=True, text=True, check=True)
             r = json.loads(out.stdout.strip().splitlines()[-1])
             ta, tb = np.array(r["a"]), np.array(r["b"])
-            print(f"{spec:12s} threads={nt}  base {np.median(ta) * 1e3:8.3f} ms  new {np.median(tb) * 1e3:8.3f} ms  "
+            print(f"{label:12s} threads={nt}  base {np.median(ta) * 1e3:8.3f} ms  new {np.median(tb) * 1e3:8.3f} ms  "
                   f"new/base {np.median(tb / ta):5.3f}  err base {r['err'][0]:.1e} new {r['err'][1]:.1e}  "
                   f"workspace {r['ws'][0] / 2**20:.1f} -> {r['ws'][1] / 2**20:.1f} MiB "
                   f"(scratch {r['scratch'][0] / 2**20:.2f} -> {r['scratch'][1] / 2**20:.2f})", flush=True)

@@ -25,6 +25,7 @@ from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.memory import ALIGN, materialize_outputs, plan_memory
+from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
 from pt2c.passes.pwdw import fuse_pw_dw
 
@@ -146,6 +147,43 @@ def test_dce_removes_unread_nodes():
     e = B()
     x = e.input((4,))
     check_pass(dce, b.graph(y), e.graph(ew(e, fn("relu", X0), [x], (4,))))
+
+
+# ---------------------------------------------------------------- fold_pads
+
+def test_fold_pads_grows_the_convs_padding():
+    """a symmetric zero pad read by two convs becomes their padding; an asymmetric one stays a copy"""
+    b = B()
+    x, w1, w2, w3 = b.input((1, 3, 6, 6)), b.weight(4, 3, 3, 3), b.weight(3, 1, 3, 3), b.weight(4, 3, 3, 3)
+    p = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (1, 1), (2, 2)), "value": 0.0}, (1, 3, 8, 10))
+    y1 = b.op("conv2d", [p, w1], conv_attrs(pad=0), (1, 4, 6, 8))
+    y2 = b.op("conv_direct", [p, w2], {"stride": (1, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 3},
+              (1, 3, 8, 8))
+    q = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (0, 1), (0, 1)), "value": 0.0}, (1, 3, 7, 7))
+    y3 = b.op("conv2d", [q, w3], conv_attrs(stride=2, pad=0), (1, 4, 3, 3))
+    before = b.graph(y1, y2, y3)
+    e = B()
+    xe = e.input((1, 3, 6, 6))
+    z1 = e.op("conv2d", [xe, e.const(w1.data)], {**conv_attrs(), "padding": (1, 2)}, (1, 4, 6, 8))
+    z2 = e.op("conv_direct", [xe, e.const(w2.data)], {"stride": (1, 1), "padding": (2, 2), "dilation": (1, 1),
+                                                      "groups": 3}, (1, 3, 8, 8))
+    qe = e.op("pad", [xe], {"pads": ((0, 0), (0, 0), (0, 1), (0, 1)), "value": 0.0}, (1, 3, 7, 7))
+    z3 = e.op("conv2d", [qe, e.const(w3.data)], conv_attrs(stride=2, pad=0), (1, 4, 3, 3))
+    check_pass(fold_pads, before, e.graph(z1, z2, z3))
+
+
+def test_fold_pads_leaves_pads_read_otherwise():
+    """not zeros, read by something other than a conv, or a graph output: the pad stays"""
+    b = B()
+    x, w = b.input((1, 2, 4, 4)), b.weight(2, 2, 3, 3)
+    p1 = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (1, 1), (1, 1)), "value": 1.0}, (1, 2, 6, 6))
+    y1 = b.op("conv2d", [p1, w], conv_attrs(pad=0), (1, 2, 4, 4))
+    p2 = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (1, 1), (1, 1)), "value": 0.0}, (1, 2, 6, 6))
+    y2 = b.op("conv2d", [p2, w], conv_attrs(pad=0), (1, 2, 4, 4))
+    y3 = ew(b, fn("relu", X0), [p2], (1, 2, 6, 6))
+    before = b.graph(y1, y2, y3)
+    ops = [(n.op, n.attrs.get("padding")) for n in before.nodes]
+    assert [(n.op, n.attrs.get("padding")) for n in fold_pads(before).nodes] == ops
 
 
 # ---------------------------------------------------------------- fold_batchnorm
@@ -489,6 +527,34 @@ def test_unoptimized_graph_matches_too():
     g, _ = to_graph(torch.export.export(m, (x,)), options=CompileOptions(name="blk", opt_level=0))
     verify(g)
     assert "channel_affine" in _ops(g)
+    (got,) = eval_graph(g, [x.numpy()])
+    np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5)
+
+
+class TfSamePads(nn.Module):
+    """TF-style "same" padding written out: F.pad before convs (symmetric, asymmetric, empty)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, groups=8)
+        self.pw = nn.Conv2d(8, 16, 1)
+        self.c5 = nn.Conv2d(16, 8, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F = nn.functional
+        y = torch.relu(self.c1(F.pad(x, (1, 1, 1, 1))))
+        y = torch.relu(self.dw(F.pad(y, (0, 1, 0, 1))))      # stride 2 on an even size: asymmetric
+        y = self.pw(F.pad(y, (0, 0, 0, 0)))                   # nothing
+        return self.c5(F.pad(y, (2, 2, 2, 2)))
+
+
+def test_tf_same_pads_fold_into_the_convs():
+    torch.manual_seed(0)
+    m, x = TfSamePads().eval(), torch.randn(1, 3, 12, 12)
+    g, _ = to_graph(torch.export.export(m, (x,)), options=CompileOptions(name="tf"))
+    assert _ops(g).count("pad") == 1, _ops(g)  # the asymmetric one
+    assert [n.attrs["padding"] for n in g.nodes if n.op == "conv2d"] == [(1, 1), (0, 0), (0, 0), (2, 2)]
     (got,) = eval_graph(g, [x.numpy()])
     np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5)
 

@@ -19,8 +19,13 @@ from pt2c.ir import DTYPES, Graph, Node, Origin, Value
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 from pt2c.ops.shape import make_strided, make_view
 
-# a folded constant may be at most this big, or as big as its inputs (no blob blow-up)
+# Folding: a node whose tensor inputs are all constants is evaluated at compile time, whatever the size of
+# its result (standardised or normalised weights, merged LoRA updates, transposed or tied weights: computing
+# them at every run would also lose the pre-packed fast paths), except where that only makes the blob bigger:
+# a result made without tensor inputs (ones, arange, full) or by repeating its inputs' values (expand,
+# repeat), larger than FOLD_MAX_BYTES and than its inputs, stays a run-time op.
 FOLD_MAX_BYTES = 1 << 20
+REPLICATING = ("expand", "repeat", "tile", "broadcast_to")
 NEVER_FOLD = ("rand", "normal", "bernoulli", "dropout", "uniform", "randint", "randperm", "multinomial")
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -121,7 +126,7 @@ class LowerCtx:
 
     def emit(self, op: str, inputs: list[Value], attrs: dict[str, Any], outputs: list[Value]) -> Node | None:
         if inputs and all(v.is_const for v in inputs) and not OPS[op].alias:
-            res = OPS[op].ref(Node(op, inputs, attrs, []), *[v.data for v in inputs])
+            res = OPS[op].ref(Node(op, inputs, attrs, list(outputs)), *[v.data for v in inputs])
             res = res if isinstance(res, (list, tuple)) else [res]
             if sum(np.asarray(r).nbytes for r in res) <= max(FOLD_MAX_BYTES, sum(v.nbytes for v in inputs)):
                 for v, r in zip(outputs, res):
@@ -129,7 +134,7 @@ class LowerCtx:
                 return None
         if inputs and all(v.is_const for v in inputs) and OPS[op].alias:
             for v in outputs:
-                v.data = OPS[op].ref(Node(op, inputs, attrs, []), *[x.data for x in inputs])
+                v.data = OPS[op].ref(Node(op, inputs, attrs, list(outputs)), *[x.data for x in inputs])
             return None
         n = Node(op, list(inputs), attrs, list(outputs), self.origin)
         self.L.nodes.append(n)
@@ -264,9 +269,8 @@ class Lowering:
         val = node.meta.get("val")
         vals = val if isinstance(val, (list, tuple)) else [val]
         out_bytes = sum(v.numel() * v.element_size() for v in vals if isinstance(v, torch.Tensor))
-        if out_bytes > max(FOLD_MAX_BYTES, sum(v.nbytes for v in tensors)):
-            return None
-        if not tensors and out_bytes > FOLD_MAX_BYTES:
+        replicating = not tensors or any(k in str(node.target) for k in REPLICATING)
+        if replicating and out_bytes > max(FOLD_MAX_BYTES, sum(v.nbytes for v in tensors)):
             return None
         try:
             with torch.no_grad():

@@ -18,6 +18,7 @@ from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.memory import materialize_outputs, plan_memory
+from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
 from pt2c.passes.pwdw import fuse_pw_dw
 
@@ -31,6 +32,7 @@ def pipeline(options: CompileOptions) -> list[tuple[str, Pass]]:
     """The optimisation passes for these options, in order."""
     passes: list[tuple[str, Pass]] = [
         ("dce", dce),
+        ("fold_pads", fold_pads),
         ("fold_batchnorm", fold_batchnorm),
         ("fuse_epilogues", fuse_epilogues),
         ("fuse_views", fuse_views),
