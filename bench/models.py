@@ -22,3 +22,18 @@ def bit_50():
 
     torch.manual_seed(0)
     return BitModel(BitConfig()).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+class _RuntimeWeights(torch.nn.Module):
+    """Convs whose weights are inputs (a hypernetwork, dynamic filters): packed at every run."""
+
+    def forward(self, x, w1, w2):
+        y = torch.relu(torch.nn.functional.conv2d(x, w1, padding=1))
+        return torch.nn.functional.conv2d(y, w2, stride=2, padding=1)
+
+
+def runtime_weight_convs():
+    """two 3x3 convs at 56 x 56 (64 -> 64 -> 128 channels) with their weights as inputs"""
+    torch.manual_seed(0)
+    return _RuntimeWeights().eval(), (torch.randn(1, 64, 56, 56), torch.randn(64, 64, 3, 3) * 0.05,
+                                      torch.randn(128, 64, 3, 3) * 0.05)

@@ -58,7 +58,8 @@ void t_wino(float *out, const float *in, const float *u, const float *bias, cons
 }
 size_t t_smallp_scratch(const int *s)
 {
-    return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
+    return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                                             s[14], s[15]);
 }
 void t_smallp(float *out, const float *in, const float *wt, const float *bias, const float *res, int act, float lo,
               float hi, const int *s, float *scratch)
@@ -404,7 +405,7 @@ def run_conv(lib, case, smallp=False, act=None):
         scratch = np.full(max(1, lib.t_smallp_scratch(_ptr(sizes))), np.nan, np.float32)
         from pt2c.kernels import scratch as S
 
-        assert S.conv2d_smallp_scratch_floats(c, h, w, oc, kh, kw, s, s, p, p, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
+        assert S.conv2d_smallp_scratch_floats(c, h, w, oc, kh, kw, s, s, p, p, d, d, oh, ow) == lib.t_smallp_scratch(_ptr(sizes))
         lib.t_smallp(_ptr(out), _ptr(x), _ptr(wbuf), _ptr(bias), _ptr(res), act_id, lo, hi, _ptr(sizes),
                      _ptr(scratch))
         _check(out, ref, f"conv smallp {case}")
@@ -838,7 +839,7 @@ static int run(int C, int OC, int H, int KK, int pad)
     const int P = H * H, K = C * KK * KK, np = (OC + 15) / 16;
     float *in = malloc(sizeof(float) * C * P), *w = malloc(sizeof(float) * K * np * 16);
     float *o1 = malloc(sizeof(float) * OC * P), *o2 = malloc(sizeof(float) * OC * P);
-    float *s = malloc(sizeof(float) * pt2c_conv2d_smallp_scratch_floats(C, H, H, OC, KK, KK, 1, 1, pad, pad, H, H));
+    float *s = malloc(sizeof(float) * pt2c_conv2d_smallp_scratch_floats(C, H, H, OC, KK, KK, 1, 1, pad, pad, 1, 1, H, H));
     int i, bad = 0;
     for (i = 0; i < C * P; i++) in[i] = (float)(i % 7 - 3); /* small integers: every sum exact */
     for (i = 0; i < K * np * 16; i++) w[i] = (float)(i % 5 - 2);

@@ -56,7 +56,8 @@ size_t t_conv_scratch(const int *s)
 }
 size_t t_smallp_scratch(const int *s)
 {
-    return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[14], s[15]);
+    return pt2c_conv2d_smallp_scratch_floats(s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], s[12],
+                                             s[14], s[15]);
 }
 size_t t_wino_scratch(const int *s) { return pt2c_conv2d_wino_scratch_floats(s[1], s[4], s[14], s[15]); }
 size_t t_dw_scratch(const int *s)
@@ -301,13 +302,56 @@ def test_depthwise_vs_naive(libs, build, case):
     _close(got, ref, DIRECT_TOL, f"conv2d groups=C {case}")
 
 
+# More (or less) padding after the input than before, as a folded asymmetric pad gives (passes/pads.py):
+# the kernels take the padding before and the output size, which implies the padding after.
+# (N, C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw, groups), output rows and columns past the symmetric size
+ASYM_CASES = [
+    ((1, 16, 28, 28, 24, 3, 3, 2, 2, 0, 0, 1, 1, 1), 1, 1),      # TF "same" at stride 2, even size: pads (0, 1)
+    ((1, 16, 56, 56, 24, 5, 5, 2, 2, 1, 1, 1, 1, 1), 1, 1),      # 5x5 stride 2, (1, 2): the padded copy grows
+    ((1, 16, 9, 9, 24, 1, 1, 1, 1, 0, 0, 1, 1, 1), 1, 2),        # 1x1 padded after only: not read in place
+    ((1, 16, 13, 13, 24, 1, 1, 2, 2, 0, 0, 1, 1, 1), 1, 0),      # strided 1x1, a row past the input
+    ((1, 16, 20, 18, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1), 1, 2),      # Winograd's shape, more padding after
+    ((1, 16, 20, 18, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1), -1, 0),     # less after than before: (1, 0)
+    ((1, 8, 7, 7, 24, 3, 3, 1, 1, 0, 0, 1, 1, 1), 2, 1),         # few pixels (smallp), no padding before
+    ((1, 16, 32, 32, 16, 7, 7, 2, 2, 2, 2, 1, 1, 1), 1, 1),      # the stem's shape
+    ((1, 16, 112, 112, 16, 3, 3, 2, 2, 0, 0, 1, 1, 16), 1, 1),   # depthwise: MobileNet's stride-2 layers, TF pads
+    ((1, 16, 15, 15, 16, 3, 3, 2, 2, 1, 1, 1, 1, 16), 0, 1),     # depthwise, odd plane
+    ((1, 8, 14, 14, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8), 1, 1),        # depthwise stride 1 (the strips' shape)
+]
+
+
+@pytest.mark.parametrize("build", BUILD_IDS)
+@pytest.mark.parametrize("case", ASYM_CASES, ids=[f"asym{i}" for i in range(len(ASYM_CASES))])
+def test_asymmetric_padding_vs_naive(libs, build, case):
+    """every conv path that applies, at an output size that implies a different padding after the input"""
+    lib = _lib(libs, build)
+    (n, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw, g), eh, ew = case
+    rng, x, wt, bias = _conv_data(case[0] + ("relu",), g)
+    s, (_, _, oh, ow) = _sizes(case[0], g)
+    s[14], s[15] = oh + eh, ow + ew
+    oshape = (n, oc, oh + eh, ow + ew)
+    ref = _run_conv(lib, 5 if g == c else 0, s, oshape, x, wt, bias, None, "relu")
+    paths = [("conv2d", 1, pack_conv_weight(wt, g), lib.t_conv_scratch)]
+    if g == c:
+        paths.append(("depthwise", 4, wt, lib.t_dw_scratch))
+    if g == 1:
+        paths.append(("smallp", 2, pack_conv_weight_t(wt), lib.t_smallp_scratch))
+    if g == 1 and (kh, kw, sh, sw, dh, dw) == (3, 3, 1, 1, 1, 1):
+        paths.append(("wino", 3, pack_winograd_weight(wt), lib.t_wino_scratch))
+    for what, which, wbuf, floats in paths:
+        got = _run_conv(lib, which, s, oshape, x, wbuf, bias, None, "relu", floats(_ptr(s)))
+        _close(got, ref, WINO_TOL if what == "wino" else DIRECT_TOL, f"{what} {case}")
+
+
 # N, C, H, W, M, KH, KW, sh, sw, ph, pw, dh, dw, act1, act2, residual
 PWDW_CASES = [
     (1, 8, 20, 20, 24, 3, 3, 1, 1, 1, 1, 1, 1, "clamp", "clamp", True),    # MobileNet's block, stride 1
     (1, 16, 30, 30, 48, 3, 3, 2, 2, 1, 1, 1, 1, "clamp", "none", False),   # stride 2
     (2, 4, 9, 11, 10, 5, 5, 1, 1, 2, 2, 1, 1, "silu", "relu", True),       # 5x5, ragged group, batch 2
     (1, 6, 64, 64, 40, 3, 3, 1, 1, 1, 1, 1, 1, "relu", "gelu", False),     # several groups of channels
-]
+    (1, 8, 112, 112, 24, 3, 3, 2, 2, 0, 0, 1, 1, "clamp", "none", False),  # TF pads (0, 1): an output row and
+]                                                                          # column past the symmetric size
+PWDW_ASYM = 4  # the cases from here on have one more output row and column
 
 
 @pytest.mark.parametrize("build", BUILD_IDS)
@@ -321,6 +365,8 @@ def test_pw_dw_vs_naive(libs, build, case):
     wd = (rng.standard_normal((m, kh, kw)) / np.sqrt(kh * kw)).astype(np.float32)
     b1, b2 = rng.standard_normal(m).astype(np.float32), rng.standard_normal(m).astype(np.float32)
     oh, ow = _out_size(h, kh, sh, ph, dh), _out_size(w, kw, sw, pw, dw)
+    if PWDW_CASES.index(case) >= PWDW_ASYM:
+        oh, ow = oh + 1, ow + 1
     s = np.array([n, c, h, w, m, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow], np.int32)
     res = rng.standard_normal((n, m, oh, ow)).astype(np.float32) if fused else None
 

@@ -152,23 +152,21 @@ def test_dce_removes_unread_nodes():
 # ---------------------------------------------------------------- fold_pads
 
 def test_fold_pads_grows_the_convs_padding():
-    """a symmetric zero pad read by two convs becomes their padding; an asymmetric one stays a copy"""
+    """a zero pad read by two convs becomes their padding; an asymmetric one their padding before (top,
+    left) and padding_end (bottom, right)"""
     b = B()
     x, w1, w2, w3 = b.input((1, 3, 6, 6)), b.weight(4, 3, 3, 3), b.weight(3, 1, 3, 3), b.weight(4, 3, 3, 3)
     p = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (1, 1), (2, 2)), "value": 0.0}, (1, 3, 8, 10))
     y1 = b.op("conv2d", [p, w1], conv_attrs(pad=0), (1, 4, 6, 8))
-    y2 = b.op("conv_direct", [p, w2], {"stride": (1, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 3},
-              (1, 3, 8, 8))
+    y2 = b.op("conv2d", [p, w2], {**conv_attrs(groups=3), "padding": (1, 0)}, (1, 3, 8, 8))
     q = b.op("pad", [x], {"pads": ((0, 0), (0, 0), (0, 1), (0, 1)), "value": 0.0}, (1, 3, 7, 7))
     y3 = b.op("conv2d", [q, w3], conv_attrs(stride=2, pad=0), (1, 4, 3, 3))
     before = b.graph(y1, y2, y3)
     e = B()
     xe = e.input((1, 3, 6, 6))
     z1 = e.op("conv2d", [xe, e.const(w1.data)], {**conv_attrs(), "padding": (1, 2)}, (1, 4, 6, 8))
-    z2 = e.op("conv_direct", [xe, e.const(w2.data)], {"stride": (1, 1), "padding": (2, 2), "dilation": (1, 1),
-                                                      "groups": 3}, (1, 3, 8, 8))
-    qe = e.op("pad", [xe], {"pads": ((0, 0), (0, 0), (0, 1), (0, 1)), "value": 0.0}, (1, 3, 7, 7))
-    z3 = e.op("conv2d", [qe, e.const(w3.data)], conv_attrs(stride=2, pad=0), (1, 4, 3, 3))
+    z2 = e.op("conv2d", [xe, e.const(w2.data)], {**conv_attrs(groups=3), "padding": (2, 2)}, (1, 3, 8, 8))
+    z3 = e.op("conv2d", [xe, e.const(w3.data)], {**conv_attrs(stride=2, pad=0), "padding_end": (1, 1)}, (1, 4, 3, 3))
     check_pass(fold_pads, before, e.graph(z1, z2, z3))
 
 
@@ -553,8 +551,10 @@ def test_tf_same_pads_fold_into_the_convs():
     torch.manual_seed(0)
     m, x = TfSamePads().eval(), torch.randn(1, 3, 12, 12)
     g, _ = to_graph(torch.export.export(m, (x,)), options=CompileOptions(name="tf"))
-    assert _ops(g).count("pad") == 1, _ops(g)  # the asymmetric one
-    assert [n.attrs["padding"] for n in g.nodes if n.op == "conv2d"] == [(1, 1), (0, 0), (0, 0), (2, 2)]
+    assert "pad" not in _ops(g), _ops(g)
+    convs = [n for n in g.nodes if n.op == "conv2d"]
+    assert [n.attrs["padding"] for n in convs] == [(1, 1), (0, 0), (0, 0), (2, 2)]
+    assert [n.attrs.get("padding_end") for n in convs] == [None, (1, 1), None, None]
     (got,) = eval_graph(g, [x.numpy()])
     np.testing.assert_allclose(got, m(x).detach().numpy(), atol=1e-5)
 

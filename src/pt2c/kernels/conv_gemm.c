@@ -8,9 +8,19 @@
 #include "gemm.c"
 #include "gemm_bfn.c"
 
-static int pt2c_conv_is_pointwise(int KH, int KW, int sh, int sw, int ph, int pw)
+/* Padding.  The kernels take the padding before the input (ph rows above, pw columns left); the padding
+ * after it follows from the output size, so an asymmetric padding (a pad folded into the conv,
+ * passes/pads.py) is OH or OW larger or smaller than the symmetric formula gives.  The zero-padded input
+ * a conv reads along one dim: n + 2p, or more where the output asks for more padding after than before. */
+static int pt2c_conv_extent(int n, int p, int o, int s, int k, int d)
 {
-    return KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+    return PT2C_MAX(n + 2 * p, (o - 1) * s + d * (k - 1) + 1);
+}
+
+/* 1x1, stride 1, no padding: the input is the GEMM's operand itself */
+static int pt2c_conv_is_pointwise(int KH, int KW, int sh, int sw, int ph, int pw, int H, int W, int OH, int OW)
+{
+    return KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && OH == H && OW == W;
 }
 
 /* d[0..16) = src[0], src[sw], .., src[15 * sw] as vector copies, for stride 1 (and 2 on x86:
@@ -122,11 +132,10 @@ static void pt2c_im2col_panel_padded(float *PT2C_RESTRICT dst, const float *PT2C
     }
 }
 
-/* Zero-padded copy of C planes (H x W -> (H + 2ph) x (W + 2pw)). */
+/* Zero-padded copy of C planes (H x W -> Hp x Wp, the input at row ph, column pw). */
 static void pt2c_conv_pad_planes(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph,
-                                 int pw)
+                                 int pw, int Hp, int Wp)
 {
-    const int Wp = W + 2 * pw, Hp = H + 2 * ph;
     int c;
     PT2C_OMP(parallel for schedule(static) if ((long)C * Hp * Wp > 65536L))
     for (c = 0; c < C; c++) {
@@ -138,18 +147,19 @@ static void pt2c_conv_pad_planes(float *PT2C_RESTRICT dst, const float *PT2C_RES
             float *row = d + (ptrdiff_t)(ph + h) * Wp;
             memset(row, 0, (size_t)pw * sizeof(float));
             memcpy(row + pw, s + (ptrdiff_t)h * W, (size_t)W * sizeof(float));
-            memset(row + pw + W, 0, (size_t)pw * sizeof(float));
+            memset(row + pw + W, 0, (size_t)(Wp - pw - W) * sizeof(float));
         }
-        memset(d + (ptrdiff_t)(ph + H) * Wp, 0, (size_t)ph * Wp * sizeof(float));
+        memset(d + (ptrdiff_t)(ph + H) * Wp, 0, (size_t)(Hp - ph - H) * Wp * sizeof(float));
     }
 }
 
 /* The same, then PT2C_CONV_PAD_SLACK zeros. */
-static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph, int pw)
+static void pt2c_conv_pad(float *PT2C_RESTRICT dst, const float *PT2C_RESTRICT in, int C, int H, int W, int ph, int pw,
+                          int Hp, int Wp)
 {
     int t;
-    pt2c_conv_pad_planes(dst, in, C, H, W, ph, pw);
-    for (t = 0; t < PT2C_CONV_PAD_SLACK; t++) dst[(ptrdiff_t)C * (H + 2 * ph) * (W + 2 * pw) + t] = 0.0f;
+    pt2c_conv_pad_planes(dst, in, C, H, W, ph, pw, Hp, Wp);
+    for (t = 0; t < PT2C_CONV_PAD_SLACK; t++) dst[(ptrdiff_t)C * Hp * Wp + t] = 0.0f;
 }
 
 /* The B operand of pt2c_conv2d's GEMM, one NR-wide micro-panel at a time (pt2c_gemm_bfn): from
@@ -177,10 +187,10 @@ static void pt2c_im2col_bfn(const void *ctx, float *dst, int k0, int kc, int j0,
 #define PT2C_CONV_PAD_FLOATS (1L << 20)
 #endif
 
-static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int ph, int pw)
+static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int Hp, int Wp)
 {
-    size_t n = (size_t)Cg * (H + 2 * ph) * (W + 2 * pw) + PT2C_CONV_PAD_SLACK;
-    return (ph > 0 || pw > 0) && n <= (size_t)PT2C_CONV_PAD_FLOATS ? (n + 15) & ~(size_t)15 : 0;
+    size_t n = (size_t)Cg * Hp * Wp + PT2C_CONV_PAD_SLACK;
+    return (Hp > H || Wp > W) && n <= (size_t)PT2C_CONV_PAD_FLOATS ? (n + 15) & ~(size_t)15 : 0;
 }
 #define PT2C_CONV_PANEL_FLOATS (2 * PT2C_GEMM_KC * PT2C_GEMM_NR + PT2C_GEMM_NR)
 
@@ -188,9 +198,10 @@ static size_t pt2c_conv_pad_floats(int Cg, int H, int W, int ph, int pw)
  * into scratch (at most PT2C_CONV_PAD_FLOATS), then read in place as by a stride-1 1x1 conv.  As
  * im2col, the 16-pixel panels crossed output rows, and such panels were gathered one pixel at a
  * time: a quarter of the conv's time. */
-static int pt2c_conv_is_strided_pointwise(int Cg, int KH, int KW, int sh, int sw, int ph, int pw, int OH, int OW)
+static int pt2c_conv_is_strided_pointwise(int Cg, int KH, int KW, int sh, int sw, int ph, int pw, int H, int W, int OH,
+                                          int OW)
 {
-    return KH == 1 && KW == 1 && ph == 0 && pw == 0 && (sh > 1 || sw > 1) &&
+    return KH == 1 && KW == 1 && ph == 0 && pw == 0 && (sh > 1 || sw > 1) && (OH - 1) * sh < H && (OW - 1) * sw < W &&
            (size_t)Cg * OH * OW <= (size_t)PT2C_CONV_PAD_FLOATS;
 }
 
@@ -219,12 +230,12 @@ PT2C_KERNEL size_t pt2c_conv2d_scratch_floats(int C, int H, int W, int OC, int K
                                               int pw, int dh, int dw, int groups, int OH, int OW)
 {
     int Cg = C / groups, OCg = OC / groups, OHW = OH * OW;
-    (void)dh, (void)dw;
     if (OHW <= 0 || OCg <= 0) return 0;
-    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
-    if (pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, OH, OW))
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw, H, W, OH, OW)) return pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
+    if (pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, H, W, OH, OW))
         return pt2c_gemm_round16((size_t)Cg * OHW) + pt2c_sgemm_scratch_floats_ex(OCg, OHW, Cg, 1, 0);
-    return pt2c_conv_pad_floats(Cg, H, W, ph, pw) + (size_t)PT2C_MAX_THREADS * PT2C_CONV_PANEL_FLOATS;
+    return pt2c_conv_pad_floats(Cg, H, W, pt2c_conv_extent(H, ph, OH, sh, KH, dh), pt2c_conv_extent(W, pw, OW, sw, KW, dw)) +
+           (size_t)PT2C_MAX_THREADS * PT2C_CONV_PANEL_FLOATS;
 }
 
 PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed, const pt2c_epilogue *ep, int N, int C,
@@ -233,8 +244,9 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
 {
     const int Cg = C / groups, OCg = OC / groups, Kg = Cg * KH * KW, OHW = OH * OW;
     const ptrdiff_t wg_size = (ptrdiff_t)(OCg + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * Kg;
-    const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
-    const int spw = pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, OH, OW);
+    const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw, H, W, OH, OW);
+    const int spw = pt2c_conv_is_strided_pointwise(Cg, KH, KW, sh, sw, ph, pw, H, W, OH, OW);
+    const int Hp = pt2c_conv_extent(H, ph, OH, sh, KH, dh), Wp = pt2c_conv_extent(W, pw, OW, sw, KW, dw);
     int n, g;
     if (OHW <= 0 || OCg <= 0) return;
     for (n = 0; n < N; n++) {
@@ -260,12 +272,12 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
             } else {
                 /* chunks of the output pixels' panels, a few per thread (pt2c_chunks);
                  * each thread gathers its micro-panels of columns as its GEMM needs them */
-                const size_t pad_floats = pt2c_conv_pad_floats(Cg, H, W, ph, pw);
+                const size_t pad_floats = pt2c_conv_pad_floats(Cg, H, W, Hp, Wp);
                 const int npan = (OHW + PT2C_GEMM_NR - 1) / PT2C_GEMM_NR, pad = pad_floats > 0;
                 float *panels = scratch + pad_floats;
                 int nch = 1, nth = 1, c;
                 pt2c_chunks chunks;
-                if (pad) pt2c_conv_pad(scratch, in_g, Cg, H, W, ph, pw);
+                if (pad) pt2c_conv_pad(scratch, in_g, Cg, H, W, ph, pw, Hp, Wp);
 #if defined(_OPENMP)
                 if (!omp_in_parallel() && (long)OCg * OHW * Kg >= 2 * PT2C_GEMM_MIN_MACS_PER_THREAD) {
                     nth = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
@@ -282,7 +294,7 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
                     if (q1 <= q0) continue;
                     x.in = pad ? scratch : in_g, x.padded = pad, x.p0 = j0, x.KH = KH, x.KW = KW, x.sh = sh;
                     x.sw = sw, x.ph = ph, x.pw = pw, x.dh = dh, x.dw = dw, x.OW = OW;
-                    x.H = pad ? H + 2 * ph : H, x.W = pad ? W + 2 * pw : W;
+                    x.H = pad ? Hp : H, x.W = pad ? Wp : W;
                     if (et) {
                         ec = *et;
                         if (ec.residual) ec.residual += j0;
@@ -294,6 +306,36 @@ PT2C_KERNEL void pt2c_conv2d(float *out, const float *in, const float *w_packed,
             }
         }
     }
+}
+
+/* ---- weights computed at run time (from the inputs, in forward): packed into scratch at every run as
+ * layout.py's pack_conv_weight packs constant ones (an A operand of MR-row panels per group), then
+ * pt2c_conv2d.  The packing reads the weights once: OC x C/groups x KH x KW floats. ---- */
+static size_t pt2c_conv2d_rt_packed_floats(int C, int OC, int KH, int KW, int groups)
+{
+    const int Kg = C / groups * KH * KW, OCg = OC / groups;
+    return pt2c_gemm_round16((size_t)groups * ((OCg + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR) * Kg);
+}
+
+PT2C_KERNEL size_t pt2c_conv2d_rt_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw, int ph,
+                                                 int pw, int dh, int dw, int groups, int OH, int OW)
+{
+    if (OH * OW <= 0 || OC / groups <= 0) return 0;
+    return pt2c_conv2d_rt_packed_floats(C, OC, KH, KW, groups) +
+           pt2c_conv2d_scratch_floats(C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw, groups, OH, OW);
+}
+
+PT2C_KERNEL void pt2c_conv2d_rt(float *out, const float *in, const float *w, const pt2c_epilogue *ep, int N, int C,
+                                int H, int W, int OC, int KH, int KW, int sh, int sw, int ph, int pw, int dh, int dw,
+                                int groups, int OH, int OW, float *scratch)
+{
+    const int Kg = C / groups * KH * KW, OCg = OC / groups;
+    const ptrdiff_t wg_size = (ptrdiff_t)(OCg + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * Kg;
+    int g;
+    if (OH * OW <= 0 || OCg <= 0) return;
+    for (g = 0; g < groups; g++) pt2c_gemm_pack_a(scratch + g * wg_size, w + (ptrdiff_t)g * OCg * Kg, Kg, 1, OCg, Kg);
+    pt2c_conv2d(out, in, scratch, ep, N, C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw, groups, OH, OW,
+                scratch + pt2c_conv2d_rt_packed_floats(C, OC, KH, KW, groups));
 }
 
 /* ---- few output pixels (7x7 maps deep in a CNN): pixels as the GEMM's rows ----
@@ -322,20 +364,21 @@ static int pt2c_smallp_ksplit_ok(int P, int K, int OC)
 }
 
 PT2C_KERNEL size_t pt2c_conv2d_smallp_scratch_floats(int C, int H, int W, int OC, int KH, int KW, int sh, int sw,
-                                                     int ph, int pw, int OH, int OW)
+                                                     int ph, int pw, int dh, int dw, int OH, int OW)
 {
     size_t P = (size_t)OH * OW, K = (size_t)C * KH * KW;
     size_t outT = (P * (size_t)OC + 15) & ~(size_t)15;
     if (P == 0 || OC <= 0) return 0;
     if (pt2c_smallp_ksplit_ok((int)P, (int)K, OC)) outT *= PT2C_SMALLP_KSPLIT; /* each thread's outT */
-    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw)) { /* A = the input itself, packed by the GEMM */
+    if (pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw, H, W, OH, OW)) { /* A = the input itself, packed by the GEMM */
         size_t one = pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)K, 0, 1), split = 0;
         if (pt2c_smallp_ksplit_ok((int)P, (int)K, OC)) /* a GEMM scratch per thread */
             split = PT2C_SMALLP_KSPLIT * pt2c_sgemm_scratch_floats_ex((int)P, OC, (int)(K + 1) / 2, 0, 1);
         return outT + PT2C_MAX(one, split);
     }
     /* the packed im2col, then the zero-padded input (none when unpadded or over its limit) */
-    return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K + pt2c_conv_pad_floats(C, H, W, ph, pw);
+    return outT + (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR * PT2C_GEMM_MR * K +
+           pt2c_conv_pad_floats(C, H, W, pt2c_conv_extent(H, ph, OH, sh, KH, dh), pt2c_conv_extent(W, pw, OW, sw, KW, dw));
 }
 
 /* im2col of one MR-wide panel of pixels [p0, p0+np) (all rows k) for pt2c_conv2d_smallp: each
@@ -391,8 +434,10 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                                     int dw, int OH, int OW, float *scratch)
 {
     const int P = OH * OW, K = C * KH * KW;
-    const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw);
-    const size_t pad_floats = pt2c_conv_pad_floats(C, H, W, ph, pw);
+    const int pointwise = pt2c_conv_is_pointwise(KH, KW, sh, sw, ph, pw, H, W, OH, OW);
+    const int Hp = pt2c_conv_extent(H, ph, OH, sh, KH, dh), Wp = pt2c_conv_extent(W, pw, OW, sw, KW, dw);
+    const int padded = Hp > H || Wp > W;
+    const size_t pad_floats = pt2c_conv_pad_floats(C, H, W, Hp, Wp);
     const size_t outT_floats = ((size_t)P * OC + 15) & ~(size_t)15;
     const int ksplit = pt2c_smallp_ksplit_ok(P, K, OC);
     float *outT = scratch, *col = scratch + outT_floats * (ksplit ? PT2C_SMALLP_KSPLIT : 1);
@@ -419,8 +464,8 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                            col + (size_t)t * per);
             }
         } else if (nk > 1) { /* the same by input channels c0 .. c1: each thread pads, im2cols and multiplies its own */
-            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, padded = ph > 0 || pw > 0;
-            const int inside = !padded || pad_floats > 0, Hp = H + 2 * ph, Wp = W + 2 * pw;
+            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR;
+            const int inside = !padded || pad_floats > 0;
             float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
             PT2C_OMP(parallel num_threads(nk))
             {
@@ -433,13 +478,13 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
                 int p;
                 if (padded && inside) /* (its planes only: these taps never read the slack past the last) */
                     pt2c_conv_pad_planes(xp + (ptrdiff_t)c0 * Hp * Wp, in_n + (ptrdiff_t)c0 * H * W, c1 - c0, H, W, ph,
-                                         pw);
+                                         pw, Hp, Wp);
                 for (p = 0; p < npan; p++) {
                     float *dst = colt + (ptrdiff_t)p * PT2C_GEMM_MR * kt;
                     const int np = PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR);
                     if (inside)
-                        pt2c_im2col_panel_px_in(dst, x, p * PT2C_GEMM_MR, np, c1 - c0, Hp, Wp, KH, KW, sh, sw, dh, dw,
-                                                OW);
+                        pt2c_im2col_panel_px_in(dst, x, p * PT2C_GEMM_MR, np, c1 - c0, padded ? Hp : H,
+                                                padded ? Wp : W, KH, KW, sh, sw, dh, dw, OW);
                     else
                         pt2c_im2col_panel_px(dst, x, p * PT2C_GEMM_MR, np, c1 - c0, H, W, KH, KW, sh, sw, ph, pw, dh,
                                              dw, OW);
@@ -451,7 +496,7 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
             /* A(p, c) = in[c*P + p]: the GEMM packs it */
             pt2c_sgemm(outT, OC, in_n, 1, P, 0, wt_packed, 0, 0, 1, P, OC, K, NULL, col);
         } else {
-            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR, padded = ph > 0 || pw > 0;
+            const int npan = (P + PT2C_GEMM_MR - 1) / PT2C_GEMM_MR;
             const int inside = !padded || pad_floats > 0; /* every tap inside a plane of the input or its copy */
             float *xp = col + (ptrdiff_t)npan * PT2C_GEMM_MR * K;
             int p, nth = 1;
@@ -459,15 +504,15 @@ PT2C_KERNEL void pt2c_conv2d_smallp(float *out, const float *in, const float *wt
 #if defined(_OPENMP)
             if (!omp_in_parallel() && (long)npan * K > 65536L) nth = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
 #endif
-            if (padded && inside) pt2c_conv_pad(xp, in_n, C, H, W, ph, pw);
+            if (padded && inside) pt2c_conv_pad(xp, in_n, C, H, W, ph, pw, Hp, Wp);
             pt2c_chunks_init(&chunks, npan, nth);
             PT2C_OMP(parallel num_threads(nth) private(p) if (nth > 1))
             while ((p = pt2c_chunks_next(&chunks)) >= 0) {
                 float *dst = col + (ptrdiff_t)p * PT2C_GEMM_MR * K;
                 const int np = PT2C_MIN(PT2C_GEMM_MR, P - p * PT2C_GEMM_MR);
                 if (inside)
-                    pt2c_im2col_panel_px_in(dst, padded ? xp : in_n, p * PT2C_GEMM_MR, np, C, H + 2 * ph, W + 2 * pw,
-                                            KH, KW, sh, sw, dh, dw, OW);
+                    pt2c_im2col_panel_px_in(dst, padded ? xp : in_n, p * PT2C_GEMM_MR, np, C, padded ? Hp : H,
+                                            padded ? Wp : W, KH, KW, sh, sw, dh, dw, OW);
                 else
                     pt2c_im2col_panel_px(dst, in_n, p * PT2C_GEMM_MR, np, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw,
                                          OW);

@@ -66,10 +66,16 @@ def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packe
     return best
 
 
-def _conv_pad_floats(C: int, H: int, W: int, ph: int, pw: int) -> int:
+def conv_extent(n: int, p: int, o: int, s: int, k: int, d: int) -> int:
+    """pt2c_conv_extent: the zero-padded input a conv reads along one dim (n + 2p, or more where the output
+    size asks for more padding after the input than before)."""
+    return max(n + 2 * p, (o - 1) * s + d * (k - 1) + 1)
+
+
+def _conv_pad_floats(C: int, H: int, W: int, Hp: int, Wp: int) -> int:
     """pt2c_conv_pad_floats: the zero-padded copy of the input, if padded and within CONV_PAD_FLOATS."""
-    pad = C * (H + 2 * ph) * (W + 2 * pw) + CONV_PAD_SLACK
-    return _r16(pad) if (ph > 0 or pw > 0) and pad <= CONV_PAD_FLOATS else 0
+    pad = C * Hp * Wp + CONV_PAD_SLACK
+    return _r16(pad) if (Hp > H or Wp > W) and pad <= CONV_PAD_FLOATS else 0
 
 
 def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
@@ -77,25 +83,38 @@ def conv2d_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh:
     Cg, OCg, OHW = C // groups, OC // groups, OH * OW
     if OHW <= 0 or OCg <= 0:
         return 0
-    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0 and (OH, OW) == (H, W):
         return sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
-    if KH == 1 and KW == 1 and ph == 0 and pw == 0 and Cg * OHW <= CONV_PAD_FLOATS:  # strided 1x1: subsampled input
+    if (KH == 1 and KW == 1 and ph == 0 and pw == 0 and (OH - 1) * sh < H and (OW - 1) * sw < W
+            and Cg * OHW <= CONV_PAD_FLOATS):  # strided 1x1: subsampled input
         return _r16(Cg * OHW) + sgemm_scratch_floats(OCg, OHW, Cg, a_packed=True)
-    return _conv_pad_floats(Cg, H, W, ph, pw) + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
+    Hp, Wp = conv_extent(H, ph, OH, sh, KH, dh), conv_extent(W, pw, OW, sw, KW, dw)
+    return _conv_pad_floats(Cg, H, W, Hp, Wp) + MAX_THREADS * (2 * KC * NR + NR)  # the padded input, two B micro-panels per thread
+
+
+def conv2d_rt_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int, pw: int,
+                             dh: int, dw: int, groups: int, OH: int, OW: int) -> int:
+    """pt2c_conv2d_rt: the weights packed at run time (an A operand per group), then pt2c_conv2d's scratch."""
+    Cg, OCg = C // groups, OC // groups
+    if OH * OW <= 0 or OCg <= 0:
+        return 0
+    return (_r16(groups * ((OCg + MR - 1) // MR * MR) * Cg * KH * KW)
+            + conv2d_scratch_floats(C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw, groups, OH, OW))
 
 
 def conv2d_smallp_scratch_floats(C: int, H: int, W: int, OC: int, KH: int, KW: int, sh: int, sw: int, ph: int,
-                                 pw: int, OH: int, OW: int) -> int:
+                                 pw: int, dh: int, dw: int, OH: int, OW: int) -> int:
     P, K = OH * OW, C * KH * KW
     if P <= 0 or OC <= 0:
         return 0
     ksplit = K >= OC and K >= 2 * 64 and P * OC * K >= 2 * MIN_MACS_PER_THREAD  # pt2c_smallp_ksplit_ok
     out_t = _r16(P * OC) * (SMALLP_KSPLIT if ksplit else 1)  # each thread's outT
-    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0:
+    if KH == 1 and KW == 1 and sh == 1 and sw == 1 and ph == 0 and pw == 0 and (OH, OW) == (H, W):
         one = sgemm_scratch_floats(P, OC, K, a_packed=False, b_packed=True)
         split = SMALLP_KSPLIT * sgemm_scratch_floats(P, OC, (K + 1) // 2, a_packed=False, b_packed=True) if ksplit else 0
         return out_t + max(one, split)  # (a GEMM scratch per thread)
-    return out_t + (P + MR - 1) // MR * MR * K + _conv_pad_floats(C, H, W, ph, pw)  # im2col, the padded input
+    Hp, Wp = conv_extent(H, ph, OH, sh, KH, dh), conv_extent(W, pw, OW, sw, KW, dw)
+    return out_t + (P + MR - 1) // MR * MR * K + _conv_pad_floats(C, H, W, Hp, Wp)  # im2col, the padded input
 
 
 def _wino_block_tiles(C: int, OC: int, P: int) -> int:

@@ -2,9 +2,10 @@
 
 conv1d / conv2d with constant weights are `conv2d` (im2col + GEMM, Winograd F(4x4, 3x3), few-pixel
 "smallp" or depthwise kernels, chosen per layer by passes/algorithms.py with conv_algorithm and
-recorded as attrs["algo"]; weights prepacked by passes/prepack.py); a 1x1 conv fused with the
-depthwise conv reading it is `conv2d_pw_dw` (passes/pwdw.py); runtime weights `conv_direct`; transposed 1-d / 2-d `conv_transpose2d`; 3-d and
-transposed 3-d `conv_nd`; col2im (nn.Fold).  One argument normalisation for all: `conv_params`.
+recorded as attrs["algo"]; weights prepacked by passes/prepack.py, or packed at every run when they
+are computed at run time: pt2c_conv2d_rt); a 1x1 conv fused with the depthwise conv reading it is
+`conv2d_pw_dw` (passes/pwdw.py); transposed 1-d / 2-d `conv_transpose2d`; 3-d and transposed 3-d
+`conv_nd`; col2im (nn.Fold).  One argument normalisation for all: `conv_params`.
 """
 
 from __future__ import annotations
@@ -25,15 +26,23 @@ from pt2c.ops.util import empty_output, prod
 
 # ---------------------------------------------------------------- conv2d
 
-def conv2d_ref(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple, groups: int) -> np.ndarray:
+def padding_end(at: dict[str, Any]) -> tuple[int, int]:
+    """A conv2d's padding after the input (bottom, right): attrs["padding_end"] where a folded pad made it
+    differ from the padding before (attrs["padding"]: top, left; passes/pads.py), else the same."""
+    return tuple(at.get("padding_end", at["padding"]))  # type: ignore[return-value]
+
+
+def conv2d_ref(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple, dilation: tuple, groups: int,
+               pad_end: tuple | None = None) -> np.ndarray:
     N, C, H, W = x.shape
     OC, Cg, KH, KW = w.shape
     sh, sw = stride
     ph, pw = padding
+    pe_h, pe_w = pad_end if pad_end is not None else padding
     dh, dw = dilation
-    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
-    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    OH = (H + ph + pe_h - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + pw + pe_w - dw * (KW - 1) - 1) // sw + 1
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (ph, pe_h), (pw, pe_w)))
     out = np.zeros((N, OC, OH, OW))
     OCg = OC // groups
     for g in range(groups):
@@ -50,7 +59,7 @@ def _ref_conv2d(node: Node, x: np.ndarray, w: np.ndarray, *extra: np.ndarray) ->
     at = node.attrs
     if at.get("w_packed"):  # prepacked (passes/prepack.py): the reference reads it unpacked
         w = unpack_conv_weight(node, w)
-    y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"])
+    y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"], padding_end(at))
     return epilogue_ref(node, y, list(extra), 1)
 
 
@@ -78,7 +87,8 @@ def use_smallp(node: Node) -> bool:
     out = node.outputs[0]
     P = out.shape[2] * out.shape[3]
     one_by_one = tuple(at["kernel"]) == (1, 1)
-    strided_1x1 = one_by_one and (tuple(at["stride"]) != (1, 1) or tuple(at["padding"]) != (0, 0))
+    strided_1x1 = one_by_one and (tuple(at["stride"]) != (1, 1) or tuple(at["padding"]) != (0, 0)
+                                  or padding_end(at) != (0, 0))
     waste = ((P + 15) // 16 * 16 - P) / max(1, (P + 15) // 16 * 16)
     return at["groups"] == 1 and not strided_1x1 and 0 < P <= 64 and waste >= 0.15
 
@@ -92,6 +102,8 @@ def conv_algorithm(node: Node, winograd: bool) -> str:
     "smallp" (use_smallp); everything else im2col + GEMM (pt2c_conv2d, 1x1 without im2col)."""
     if is_depthwise(node):
         return "depthwise"
+    if not node.inputs[1].is_const and not node.attrs.get("w_packed"):  # packed at run time by pt2c_conv2d_rt
+        return "im2col"
     if winograd and use_winograd(node):
         return "winograd"
     if use_smallp(node):
@@ -139,16 +151,17 @@ def _check_conv2d(node: Node) -> None:
     at = node.attrs
     x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
     need(ints(at["kernel"], 2, 1) and ints(at["stride"], 2, 1) and ints(at["padding"], 2, 0)
-         and ints(at["dilation"], 2, 1) and type(at["groups"]) is int and at["groups"] >= 1,
-         "kernel / stride / padding / dilation / groups")
+         and ints(padding_end(at), 2, 0) and ints(at["dilation"], 2, 1) and type(at["groups"]) is int
+         and at["groups"] >= 1, "kernel / stride / padding / padding_end / dilation / groups")
     for v, what in ((x, "input"), (w, "weight")):
         dtype_in(v, ("float32",), what)
     need(len(x.shape) == 4, f"input %{x.name} is rank {len(x.shape)}, expected 4")
     N, C, H, W = x.shape
     OC, G, (KH, KW) = out.shape[1] if len(out.shape) == 4 else -1, at["groups"], at["kernel"]
     need(C % G == 0 and OC % G == 0, f"{C} -> {OC} channels in {G} groups")
-    result(out, (N, OC, conv_out_size(H, KH, at["stride"][0], at["padding"][0], at["dilation"][0]),
-                 conv_out_size(W, KW, at["stride"][1], at["padding"][1], at["dilation"][1])), "float32")
+    pe = padding_end(at)
+    result(out, (N, OC, conv_out_size(H, KH, at["stride"][0], at["padding"][0], at["dilation"][0], pe[0]),
+                 conv_out_size(W, KW, at["stride"][1], at["padding"][1], at["dilation"][1], pe[1])), "float32")
     check_epilogue(node, 2, (OC,))
     algo = at.get("algo")
     need(algo is None or algo in ALGOS, f"unknown algorithm {algo!r}")
@@ -184,7 +197,8 @@ def _emit_conv2d(em: EmitCtx, node: Node) -> None:
         em.line(f"pt2c_conv2d_smallp({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
     else:
-        em.line(f"pt2c_conv2d({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
+        fn = "pt2c_conv2d" if at.get("w_packed") else "pt2c_conv2d_rt"  # (rt: weights packed at every run)
+        em.line(f"{fn}({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {at['groups']}, {OH}, {OW}, {em.scratch(node)});")
 
 
@@ -206,9 +220,11 @@ def _conv_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
         return scratch.conv2d_wino_scratch_floats, [x.shape[1], out.shape[1], out.shape[2], out.shape[3]]
     if at.get("algo") == "smallp":
         return scratch.conv2d_smallp_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"],
-                                                      *at["stride"], *at["padding"], out.shape[2], out.shape[3]]
-    return scratch.conv2d_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"],
-                                           *at["padding"], *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
+                                                      *at["stride"], *at["padding"], *at["dilation"], out.shape[2],
+                                                      out.shape[3]]
+    fn = scratch.conv2d_scratch_floats if at.get("w_packed") else scratch.conv2d_rt_scratch_floats
+    return fn, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"], *at["stride"], *at["padding"],
+                *at["dilation"], at["groups"], out.shape[2], out.shape[3]]
 
 
 def _scratch_bytes(call: tuple[Callable[..., int], list[int]]) -> int:
@@ -346,9 +362,10 @@ def input_nchw(ctx: LowerCtx, x: Value, nd: int) -> Value:
     return x
 
 
-def conv_out_size(n: int, k: int, s: int, p: int, d: int) -> int:
-    """Output size along one dim: input n, kernel k, stride s, padding p, dilation d."""
-    return (n + 2 * p - d * (k - 1) - 1) // s + 1
+def conv_out_size(n: int, k: int, s: int, p: int, d: int, p_end: int | None = None) -> int:
+    """Output size along one dim: input n, kernel k, stride s, padding p (and p_end after, if it differs),
+    dilation d."""
+    return (n + p + (p if p_end is None else p_end) - d * (k - 1) - 1) // s + 1
 
 
 @lowers("aten.convolution.default", "aten.conv2d.default", "aten.conv1d.default")
@@ -359,8 +376,8 @@ def _lower_conv(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         return lower_conv_transpose(ctx, a)
     if x.dtype != "float32":
         ctx.fail(f"convolution is implemented for float32 only (got {x.dtype})")
-    if not w.is_const or len(w.shape) == 5:  # runtime weights, or 3-d: a direct loop
-        return lower_conv_direct(ctx, a)
+    if not w.is_const or len(w.shape) == 5:  # runtime weights (packed at run time), or 3-d: a direct loop
+        return lower_conv_runtime(ctx, a)
     nd = len(w.shape) - 2
     if nd not in (1, 2):
         ctx.fail(f"only 1-d and 2-d convolutions with explicit padding are supported (got {nd}-d)")
@@ -383,45 +400,7 @@ def _lower_conv(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return out
 
 
-# ---------------------------------------------------------------- convolution with runtime weights (direct loop)
-
-def _ref_conv_direct(node: Node, x: np.ndarray, w: np.ndarray, *bias: np.ndarray) -> np.ndarray:
-    at = node.attrs
-    y = conv2d_ref(x, w, at["stride"], at["padding"], at["dilation"], at["groups"])
-    if bias:
-        y = y + bias[0].reshape(1, -1, 1, 1)
-    return y.astype(np.float32)
-
-
-def _emit_conv_direct(em: EmitCtx, node: Node) -> None:
-    at = node.attrs
-    x, w = node.inputs[:2]
-    out = node.outputs[0]
-    N, C, H, W = x.shape
-    _, OC, OH, OW = out.shape
-    G = at["groups"]
-    Cg, OCg = C // G, OC // G
-    KH, KW = w.shape[2:]
-    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
-    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
-    B = em.ptr(node.inputs[2]) if len(node.inputs) > 2 else None
-    em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_oc = 0; u_oc < {OC}; u_oc++) "
-            f"for (long u_oh = 0; u_oh < {OH}; u_oh++) for (long u_ow = 0; u_ow < {OW}; u_ow++) {{")
-    em.line(f"    double u_acc = {('(double)' + B + '[u_oc]') if B else '0.0'};")
-    em.line(f"    size_t u_g = u_oc / {OCg};")
-    em.line(f"    for (size_t u_icg = 0; u_icg < {Cg}; u_icg++) for (long u_kh = 0; u_kh < {KH}; u_kh++) {{")
-    em.line(f"        long u_h = u_oh * {sh} - {ph} + u_kh * {dh};")
-    em.line(f"        if (u_h < 0 || u_h >= {H}) continue;")
-    em.line(f"        for (long u_kw = 0; u_kw < {KW}; u_kw++) {{")
-    em.line(f"            long u_w = u_ow * {sw} - {pw} + u_kw * {dw};")
-    em.line(f"            if (u_w < 0 || u_w >= {W}) continue;")
-    em.line(f"            u_acc += (double){X}[((u_n * {C} + u_g * {Cg} + u_icg) * {H} + (size_t)u_h) * {W} + (size_t)u_w]"
-            f" * (double){Wt}[((u_oc * {Cg} + u_icg) * {KH} + (size_t)u_kh) * {KW} + (size_t)u_kw];")
-    em.line("        }")
-    em.line("    }")
-    em.line(f"    {Y}[((u_n * {OC} + u_oc) * {OH} + (size_t)u_oh) * {OW} + (size_t)u_ow] = (float)u_acc;")
-    em.line("}")
-
+# ---------------------------------------------------------------- direct-loop convolutions (3-d, transposed): shared checks
 
 def _check_direct_params(node: Node, nd: int, transposed: bool) -> None:
     """A direct-loop convolution of nd spatial dims: x [N, C, *in], w [OC, C / g, *k] ([C, OC / g, *k]
@@ -455,12 +434,10 @@ def _check_direct_params(node: Node, nd: int, transposed: bool) -> None:
     result(node.outputs[0], (x.shape[0], OC, *size), "float32")
 
 
-defop("conv_direct", _ref_conv_direct, _emit_conv_direct, rule=lambda n: _check_direct_params(n, 2, False),
-      flops=lambda n: 2 * n.outputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
-
-
-def lower_conv_direct(ctx: LowerCtx, a: dict[str, Any]) -> Value:
-    """A convolution whose weights are computed at run time (no pre-packing): a direct loop."""
+def lower_conv_runtime(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    """A convolution whose weights are computed at run time: a conv2d all the same, whose kernel packs the
+    weights into scratch at every run (pt2c_conv2d_rt; depthwise convs read them as they are); 3-d ones
+    a direct loop (conv_nd)."""
     x, w, bias = a["input"], a["weight"], a.get("bias")
     out = ctx.out()
     if x.dtype != "float32" or w.dtype != "float32":
@@ -480,8 +457,9 @@ def lower_conv_direct(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     OW = conv_out_size(xs.shape[3], ws.shape[3], stride[1], padding[1], dilation[1])
     oshape = (xs.shape[0], ws.shape[0], OH, OW)
     y = out if oshape == out.shape else ctx.new("conv", oshape, "float32")
-    ctx.emit("conv_direct", [xs, ws] + ([bias] if bias is not None else []),
-             {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}, [y])
+    ctx.emit("conv2d", [xs, ws] + ([bias] if bias is not None else []),
+             {"kernel": tuple(ws.shape[2:]), "stride": stride, "padding": padding, "dilation": dilation,
+              "groups": groups, "has_bias": bias is not None}, [y])
     return out if y is out else ctx.view(y, out.shape, out=out)
 
 

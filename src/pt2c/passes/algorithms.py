@@ -7,7 +7,7 @@ conv_algorithm) before prepacking, which lays the weights out for it.
 - "smallp": few output pixels (use_smallp);
 - "im2col": everything else (1x1 convs read the input in place).
 
-A convolution with weights computed at run time is `conv_direct` from lowering on (nothing to pack).
+A convolution with weights computed at run time is im2col (or depthwise): its kernel packs them at every run.
 """
 
 from __future__ import annotations

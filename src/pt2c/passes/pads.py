@@ -1,10 +1,11 @@
 """Zero padding folded into the convolutions that read it.
 
-A `pad` of zeros on the two spatial dims of an NCHW tensor, read only as the input of convolutions, is the
-convolutions' own padding: each conv reads the unpadded tensor with its padding grown by the pad's, and no
-padded copy is made (TF-style "same" models pad explicitly before their convs).  Only a pad that adds as
-much before as after a dim folds: the conv kernels' padding is symmetric (the output size follows from
-it), so an asymmetric pad stays a copy.
+A `pad` of zeros on the two spatial dims of an NCHW tensor, read only as the input of 2-d convolutions, is
+the convolutions' own padding: each conv reads the unpadded tensor with its padding grown by the pad's,
+and no padded copy is made (TF-style "same" models pad explicitly before each conv, asymmetrically where
+a stride-2 conv meets an even size).  An asymmetric result is the conv's `padding` (before: top, left)
+and `padding_end` (after: bottom, right); the kernels take the padding before and the output size, which
+implies the padding after (kernels/conv_gemm.c: pt2c_conv_extent).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 import math
 
 from pt2c.ir import Graph
+from pt2c.ops.conv import padding_end
 
-CONVS = ("conv2d", "conv_direct")
+CONVS = ("conv2d",)
 
 
 def _zero(value: object) -> bool:
@@ -32,15 +34,18 @@ def fold_pads(g: Graph) -> Graph:
         if len(pads) != 4 or any(pads[0]) or any(pads[1]) or id(y) in outputs:
             continue
         (top, bottom), (left, right) = pads[2], pads[3]
-        if top != bottom or left != right:
+        if min(top, bottom, left, right) < 0:
             continue
         readers = users.get(id(y), [])
         if not readers or any(u.op not in CONVS or u.inputs[0] is not y or any(v is y for v in u.inputs[1:])
                               for u in readers):
             continue
         for u in readers:
-            ph, pw = u.attrs["padding"]
-            u.attrs["padding"] = (ph + top, pw + left)
+            (ph, pw), (eh, ew) = u.attrs["padding"], padding_end(u.attrs)
+            u.attrs["padding"], end = (ph + top, pw + left), (eh + bottom, ew + right)
+            u.attrs.pop("padding_end", None)
+            if end != u.attrs["padding"]:
+                u.attrs["padding_end"] = end
             u.inputs[0] = x
         drop.add(id(n))
     g.nodes = [n for n in g.nodes if id(n) not in drop]

@@ -18,7 +18,8 @@ def prepack(g: Graph) -> Graph:
                 packed = layout.pack_b(b.data)
                 n.inputs[1] = Value(b.name + "_packed", packed.shape, "float32", packed)
                 n.attrs["b_packed"] = True
-        elif n.op == "conv2d" and not n.attrs.get("w_packed") and n.attrs.get("algo") != "depthwise":
+        elif (n.op == "conv2d" and not n.attrs.get("w_packed") and n.attrs.get("algo") != "depthwise"
+              and n.inputs[1].is_const):  # (weights computed at run time: packed by pt2c_conv2d_rt at every run)
             w = n.inputs[1]
             algo = n.attrs.get("algo")
             if algo is None:
