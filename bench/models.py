@@ -37,3 +37,20 @@ def runtime_weight_convs():
     torch.manual_seed(0)
     return _RuntimeWeights().eval(), (torch.randn(1, 64, 56, 56), torch.randn(64, 64, 3, 3) * 0.05,
                                       torch.randn(128, 64, 3, 3) * 0.05)
+
+
+class _LogitsOnly(torch.nn.Module):
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids):
+        return self.lm(input_ids=ids, use_cache=False).logits
+
+
+def gpt2_124m():
+    """transformers' GPT-2 at its default (124M-parameter) configuration, 64 tokens, logits only"""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return _LogitsOnly(GPT2LMHeadModel(GPT2Config())).eval(), (torch.randint(0, 50257, (1, 64)),)

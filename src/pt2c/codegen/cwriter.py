@@ -8,6 +8,7 @@ import json
 import re
 import struct
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -204,27 +205,47 @@ class Artifact:
     manifest: dict[str, Any]
 
 
-def weights_blob(consts: list[Value]) -> tuple[bytes, dict[int, int]]:
-    """Header + 64-byte aligned constant data; offsets are relative to the data start."""
-    offsets: dict[int, int] = {}
-    chunks: list[bytes] = []
-    pos = 0
-    for v in consts:
-        data = np.ascontiguousarray(v.data).astype(np.dtype(v.data.dtype).newbyteorder("<"), copy=False)
-        if v.dtype == "bool":
-            data = data.astype(np.uint8)
-        raw = data.tobytes()
-        pad = (-pos) % ALIGN
-        chunks.append(b"\0" * pad)
-        pos += pad
-        offsets[id(v)] = pos
-        chunks.append(raw)
-        pos += len(raw)
-    data = b"".join(chunks)
-    crc = zlib.crc32(data)
-    header = WEIGHTS_MAGIC + struct.pack("<IIQQ", WEIGHTS_FORMAT_VERSION, HEADER_BYTES, len(data), crc)
-    header += b"\0" * (HEADER_BYTES - len(header))
-    return header + data, offsets
+class WeightsBlob:
+    """The weights file: a header, then the constants' data, each 64-byte aligned (offsets[id(value)]:
+    relative to the data start).  Laid out and checksummed over the arrays in place, and written chunk
+    by chunk: the tensors are never copied into one bytes object (a 124M-parameter model's blob was
+    held four times over)."""
+
+    def __init__(self, consts: list[Value]) -> None:
+        self.offsets: dict[int, int] = {}
+        self._parts: list[tuple[int, np.ndarray]] = []  # (zero bytes before, the data)
+        pos = crc = 0
+        for v in consts:
+            data = np.ascontiguousarray(v.data).astype(np.dtype(v.data.dtype).newbyteorder("<"), copy=False)
+            if v.dtype == "bool":
+                data = data.astype(np.uint8)
+            data = data.reshape(-1).view(np.uint8)
+            pad = (-pos) % ALIGN
+            crc = zlib.crc32(data, zlib.crc32(bytes(pad), crc))
+            self._parts.append((pad, data))
+            self.offsets[id(v)] = pos + pad
+            pos += pad + data.size
+        self.data_bytes, self.crc = pos, crc
+        header = WEIGHTS_MAGIC + struct.pack("<IIQQ", WEIGHTS_FORMAT_VERSION, HEADER_BYTES, pos, crc)
+        self.header = header + bytes(HEADER_BYTES - len(header))
+
+    def __len__(self) -> int:
+        return HEADER_BYTES + self.data_bytes
+
+    def chunks(self) -> Iterator[bytes | np.ndarray]:
+        yield self.header
+        for pad, data in self._parts:
+            if pad:
+                yield bytes(pad)
+            yield data
+
+    def write(self, path: Path) -> None:
+        with open(path, "wb") as f:
+            for c in self.chunks():
+                f.write(c)
+
+    def tobytes(self) -> bytes:
+        return b"".join(bytes(c) for c in self.chunks())
 
 
 def _kernel_deps(names: set[str]) -> list[str]:
@@ -273,8 +294,8 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
     command, freestanding = options.command, options.freestanding
     out_dir.mkdir(parents=True, exist_ok=True)
     consts = g.constants()
-    blob, offsets = weights_blob(consts)
-    em = Emitter(g, plan, offsets)
+    blob = WeightsBlob(consts)
+    em = Emitter(g, plan, blob.offsets)
     body = em.emit_graph()
 
     kernels = {k for n in g.nodes for k in OPS[n.op].kernels}
@@ -300,7 +321,7 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
     files = [f"{name}.h", f"{name}.c", *vfiles] + [f"pt2c_kernels/{f}" for f in kfiles]
     wfile = out_dir / f"{name}.weights"
     if not embed_weights:
-        wfile.write_bytes(blob)
+        blob.write(wfile)
         files.append(wfile.name)
 
     flops = sum(OPS[n.op].flops(n) for n in g.nodes if OPS[n.op].flops)
@@ -322,7 +343,7 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
         "inputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
         "outputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
         "weights": {"file": None if embed_weights else wfile.name, "embedded": embed_weights, "bytes": len(blob),
-                    "format_version": WEIGHTS_FORMAT_VERSION, "crc32": f"{zlib.crc32(blob[HEADER_BYTES:]):08x}"},
+                    "format_version": WEIGHTS_FORMAT_VERSION, "crc32": f"{blob.crc:08x}"},
         "memory": {"workspace_bytes": plan.workspace_bytes, "arena_bytes": plan.arena_bytes,
                    "scratch_bytes": plan.scratch_bytes, "lower_bound_bytes": plan.lower_bound},
         "ops": sorted({n.op for n in g.nodes}),
@@ -464,7 +485,7 @@ def _c_bytes(data: bytes, per_line: int = 24) -> str:
     return "\n".join(rows)
 
 
-def _source(g: Graph, name: str, plan: MemoryPlan, blob: bytes, body: list[str], kfiles: list[str],
+def _source(g: Graph, name: str, plan: MemoryPlan, blob: WeightsBlob, body: list[str], kfiles: list[str],
             in_names: list[str], out_names: list[str], embed: bool, target: Any, prov: dict[str, Any], command: str,
             variants: list[Any] | None = None) -> str:
     N = name.upper()
@@ -508,8 +529,7 @@ static uint32_t choose_variant(void)
         dispatch = ""
     isa_names = ", ".join(f'"{t.name}"' for t in paths)
     includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
-    crc = zlib.crc32(blob[HEADER_BYTES:])
-    data_bytes = len(blob) - HEADER_BYTES
+    crc, data_bytes = blob.crc, blob.data_bytes
     descs = []
     for kind, names, vals in (("inputs", in_names, g.inputs), ("outputs", out_names, g.outputs)):
         shapes = "\n".join(f"static const int64_t {kind}_shape_{i}[] = {{{', '.join(map(str, v.shape)) or '1'}}};"
@@ -528,7 +548,7 @@ static uint32_t choose_variant(void)
     embedded = ""
     if embed:
         embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
-                    f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob)}\n}};\n")
+                    f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob.tobytes())}\n}};\n")
     checks = sorted({OPS[n.op].scratch_c(n) for n in g.nodes if OPS[n.op].scratch_c})
     scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
                             for c in checks if c != "0")
