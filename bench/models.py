@@ -54,3 +54,14 @@ def gpt2_124m():
 
     torch.manual_seed(0)
     return _LogitsOnly(GPT2LMHeadModel(GPT2Config())).eval(), (torch.randint(0, 50257, (1, 64)),)
+
+
+def llama_1b():
+    """a 1.1B-parameter Llama (TinyLlama's shape: 22 layers, 2048 wide, 32000 tokens; random weights), 64
+    tokens, logits only"""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
+                      num_key_value_heads=4, vocab_size=32000)
+    return _LogitsOnly(LlamaForCausalLM(cfg)).eval(), (torch.randint(0, 32000, (1, 64)),)
