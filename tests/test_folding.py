@@ -110,3 +110,31 @@ def test_tf_same_pads_fold_and_match_eager(tmp_path):
     with torch.no_grad():
         refs = [r.numpy() for r in model(x, w)]
     assert_outputs_close(outs, refs, "TF same padding folded into the convs")
+
+
+class _Shared(torch.nn.Module):
+    """ALBERT's pattern: one layer's weights run several times, and an output projection tied to the
+    embedding (read transposed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(500, 256)
+        self.layer = torch.nn.Linear(256, 256)
+
+    def forward(self, ids):
+        h = self.emb(ids)
+        for _ in range(6):
+            h = torch.tanh(self.layer(h)) + h
+        return h @ self.emb.weight.t()
+
+
+def test_shared_weights_are_stored_once(tmp_path):
+    torch.manual_seed(0)
+    model, ids = _Shared().eval(), torch.randint(0, 500, (1, 16))
+    art = pt2c.compile(torch.export.export(model, (ids,), strict=False), tmp_path / "s", target=TARGET)
+    params = sum(p.numel() * 4 for p in model.parameters())  # 0.77 MB: embedding, its packed transpose, layer
+    assert art.manifest["weights"]["bytes"] < 2.2 * params, (art.manifest["weights"]["bytes"], params)
+    outs = build_and_run(tmp_path / "s", [ids.numpy()])
+    with torch.no_grad():
+        ref = model(ids).numpy()
+    assert_outputs_close(outs, [ref], "shared weights")

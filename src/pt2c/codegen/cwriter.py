@@ -214,16 +214,24 @@ class WeightsBlob:
     def __init__(self, consts: list[Value]) -> None:
         self.offsets: dict[int, int] = {}
         self._parts: list[tuple[int, np.ndarray]] = []  # (zero bytes before, the data)
+        seen: dict[tuple[int, int], list[tuple[np.ndarray, int]]] = {}  # (size, crc32) -> (data, offset)
         pos = crc = 0
         for v in consts:
             data = np.ascontiguousarray(v.data).astype(np.dtype(v.data.dtype).newbyteorder("<"), copy=False)
             if v.dtype == "bool":
                 data = data.astype(np.uint8)
             data = data.reshape(-1).view(np.uint8)
+            # equal bytes are stored once (weights tied or shared by several layers, however they were reached)
+            same = seen.setdefault((data.size, zlib.crc32(data)), [])
+            hit = next((off for d, off in same if np.array_equal(d, data)), None)
+            if hit is not None:
+                self.offsets[id(v)] = hit
+                continue
             pad = (-pos) % ALIGN
             crc = zlib.crc32(data, zlib.crc32(bytes(pad), crc))
             self._parts.append((pad, data))
             self.offsets[id(v)] = pos + pad
+            same.append((data, pos + pad))
             pos += pad + data.size
         self.data_bytes, self.crc = pos, crc
         header = WEIGHTS_MAGIC + struct.pack("<IIQQ", WEIGHTS_FORMAT_VERSION, HEADER_BYTES, pos, crc)

@@ -154,8 +154,10 @@ class LowerCtx:
 
     def transpose(self, w: Value) -> Value:
         """2-D transpose (a strided view; folded when w is a constant)."""
-        if w.is_const:
-            return self.L.const(np.ascontiguousarray(w.data.T), w.name + "_t")
+        if w.is_const:  # once per weight: a weight read by several nodes (ALBERT's shared layer) is one copy
+            if id(w) not in self.L.transposed:
+                self.L.transposed[id(w)] = (w, self.L.const(np.ascontiguousarray(w.data.T), w.name + "_t"))
+            return self.L.transposed[id(w)][1]
         out = self.new("t", (w.shape[1], w.shape[0]), w.dtype)
         return make_strided(self, w, out, (1, w.shape[1]), 0)
 
@@ -172,6 +174,7 @@ class Lowering:
         self.names: set[str] = set()
         self.env: dict[str, Any] = {}  # fx node name -> Value | tuple | None
         self.problems: list[tuple[str, str, str]] = []
+        self.transposed: dict[int, tuple[Value, Value]] = {}  # id(constant) -> (it, its transpose)
 
     def unique(self, base: str) -> str:
         base = c_name(base)

@@ -6,17 +6,30 @@ ops/conv.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+
 from pt2c.ir import Graph, Value
 from pt2c.kernels import layout
 
 
 def prepack(g: Graph) -> Graph:
+    # one packed copy per (weight, layout): a weight shared by several nodes (ALBERT's one layer run 12
+    # times, tied embeddings) is packed and stored once
+    done: dict[tuple, Value] = {}
+
+    def packed_value(w: Value, key: tuple, pack: Callable[[], np.ndarray]) -> Value:
+        if (id(w), *key) not in done:
+            data = pack()
+            done[(id(w), *key)] = Value(w.name + "_packed", data.shape, "float32", data)
+        return done[(id(w), *key)]
+
     for n in g.nodes:
         if n.op == "matmul" and not n.attrs.get("b_packed"):
             b = n.inputs[1]
             if b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs:
-                packed = layout.pack_b(b.data)
-                n.inputs[1] = Value(b.name + "_packed", packed.shape, "float32", packed)
+                n.inputs[1] = packed_value(b, ("b",), lambda b=b: layout.pack_b(b.data))
                 n.attrs["b_packed"] = True
         elif (n.op == "conv2d" and not n.attrs.get("w_packed") and n.attrs.get("algo") != "depthwise"
               and n.inputs[1].is_const):  # (weights computed at run time: packed by pt2c_conv2d_rt at every run)
@@ -25,11 +38,11 @@ def prepack(g: Graph) -> Graph:
             if algo is None:
                 raise ValueError(f"prepack: {n!r} has no algorithm (passes/algorithms.py runs first)")
             if algo == "winograd":  # 36 transformed filters, each a GEMM A operand
-                packed = layout.pack_winograd_weight(w.data)
+                pack = lambda w=w: layout.pack_winograd_weight(w.data)  # noqa: E731
             elif algo == "smallp":  # few output pixels: W^T as the GEMM's B operand
-                packed = layout.pack_conv_weight_t(w.data)
+                pack = lambda w=w: layout.pack_conv_weight_t(w.data)  # noqa: E731
             else:
-                packed = layout.pack_conv_weight(w.data, n.attrs["groups"])
-            n.inputs[1] = Value(w.name + "_packed", packed.shape, "float32", packed)
+                pack = lambda w=w, gr=n.attrs["groups"]: layout.pack_conv_weight(w.data, gr)  # noqa: E731
+            n.inputs[1] = packed_value(w, (algo, n.attrs["groups"]), pack)
             n.attrs["w_packed"] = True
     return g
