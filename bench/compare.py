@@ -42,6 +42,7 @@ import os
 import platform
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,9 +122,7 @@ def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
                 runner = torch._inductor.aoti_load_package(str(wd / "model.pt2"))
                 call = runner
             else:
-                from pt2c import zoo
-
-                model, _ = zoo.bench_model(spec)
+                model, _ = load_model(spec)
                 call = torch.compile(model) if engine == "compile" else model
             ts = [torch.from_numpy(x) for x in xs]
 
@@ -161,6 +160,23 @@ def worker(engine: str, spec: str, workdir: str, threads: int) -> None:
 
 # --------------------------------------------------------------------------- preparation
 
+def load_model(spec: str):
+    """(model, inputs) of a model spec: a zoo bench model (zoo.bench_model), or "hf:<arch>", a transformers
+    architecture at a realistic size (bench/corpus.py)."""
+    if spec.startswith("hf:"):
+        import corpus
+
+        return corpus.make_real(spec[3:])
+    sys.path.insert(0, str(ROOT / "src"))
+    from pt2c import zoo
+
+    return zoo.bench_model(spec)
+
+
+def c_name(spec: str) -> str:
+    return spec.replace("hf:", "hf_").replace("-", "_")
+
+
 def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
     """Export, compile, save inputs/reference. Returns {engine: error} for engines that failed here."""
     import numpy as np
@@ -168,11 +184,10 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
 
     sys.path.insert(0, str(ROOT / "src"))
     import pt2c
-    from pt2c import zoo
 
     failures: dict[str, str] = {}
     torch.set_num_threads(2)
-    model, inputs = zoo.bench_model(spec)
+    model, inputs = load_model(spec)
     for i, x in enumerate(inputs):
         np.save(wd / f"in{i}.npy", x.numpy())
     with torch.no_grad():
@@ -194,7 +209,7 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
             log(f"  {spec}: {engine} FAILED to prepare: {msg}")
 
     def do_pt2c(engine: str) -> None:
-        pt2c.compile(ep, wd / engine, name=spec, target=PT2C_TARGETS[engine])
+        pt2c.compile(ep, wd / engine, name=c_name(spec), target=PT2C_TARGETS[engine])
         pt2c.build(wd / engine, cflags="-O3 -std=c99")
 
     def do_aoti():
@@ -223,7 +238,7 @@ def prepare(spec: str, wd: Path, engines: list[str], log) -> dict[str, str]:
 def bench_model(spec: str, engines: list[str], threads: list[int], runs: int, per_round: int, log) -> dict:
     import numpy as np
 
-    wd = Path(tempfile.mkdtemp(prefix=f"pt2c_cmp_{spec}_"))
+    wd = Path(tempfile.mkdtemp(prefix=f"pt2c_cmp_{c_name(spec)}_"))
     res: dict = {"model": spec, "engines": {}}
     failures = prepare(spec, wd, engines, log)
     ref = np.load(wd / "ref.npy")
@@ -292,6 +307,7 @@ def bench_model(spec: str, engines: list[str], threads: list[int], runs: int, pe
                 r["vs_ort"] = r["median_ms"] / o if o else None
     if (wd / "pt2c" / "manifest.json").exists():
         res["pt2c_workspace_mib"] = json.loads((wd / "pt2c" / "manifest.json").read_text())["memory"]["workspace_bytes"] / 2**20
+    shutil.rmtree(wd, ignore_errors=True)  # (artifacts, .onnx, .pt2: hundreds of MB for a real-size model)
     return res
 
 
