@@ -46,7 +46,7 @@ def _config(name: str) -> tuple[Any, Any, str, dict[str, Any]]:
     import torch
     import transformers
 
-    from test_hf_models import ARCHS
+    from test_hf_models import ARCHS, for_inference
 
     cfg_cls, model_cls, _, kind = ARCHS[name]
     cls = getattr(transformers, model_cls)
@@ -81,15 +81,7 @@ def _config(name: str) -> tuple[Any, Any, str, dict[str, Any]]:
                 setc(**{k: 1536})
         if params() > MAX_PARAMS:
             setc(num_hidden_layers=4)
-    for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "attention_dropout", "dropout", "hidden_dropout",
-              "resid_pdrop", "embd_pdrop", "attn_pdrop", "seq_classif_dropout", "classifier_dropout_prob"):
-        if hasattr(cfg, k):
-            setattr(cfg, k, 0.0)
-    if hasattr(cfg, "use_cache"):
-        cfg.use_cache = False
-    cfg._attn_implementation = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
-    if hasattr(cfg, "_experts_implementation"):
-        cfg._experts_implementation = "batched_mm"  # static shapes
+    for_inference(cfg, cls)
     return cls, cfg, kind, changes
 
 
@@ -98,21 +90,14 @@ def make_real(name: str) -> tuple[Any, tuple]:
     import torch
 
     from pt2c.zoo import _hf_init, _randomize_bn
-    from test_hf_models import INPUTS
+    from test_hf_models import positional
 
     cls, cfg, kind, _ = _config(name)
     torch.manual_seed(0)
     model = cls(cfg)
     _hf_init(model)
     _randomize_bn(model)
-
-    class M(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *xs: Any) -> Any:
-            return self.model(**dict(zip(INPUTS[kind], xs)), return_dict=False)[0]
+    m = positional(model, kind)
 
     g = torch.Generator().manual_seed(1)
     vocab = int(getattr(cfg, "vocab_size", 1000) or 1000)
@@ -120,18 +105,18 @@ def make_real(name: str) -> tuple[Any, tuple]:
     if kind in ("vit", "img"):
         n = getattr(cfg, "image_size", 224)
         n = n[0] if isinstance(n, (list, tuple)) else n
-        return M().eval(), (torch.randn(1, getattr(cfg, "num_channels", 3), n, n, generator=g),)
+        return m, (torch.randn(1, getattr(cfg, "num_channels", 3), n, n, generator=g),)
     if kind == "audio":
-        return M().eval(), (torch.randn(1, 16000, generator=g),)
+        return m, (torch.randn(1, 16000, generator=g),)
     dec = torch.randint(2, min(vocab, 30000), (1, 32), generator=g)
     if kind == "whisper":
-        return M().eval(), (torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g), dec)
+        return m, (torch.randn(1, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g), dec)
     if kind == "lm":
-        return M().eval(), (ids,)
+        return m, (ids,)
     mask = torch.ones(1, 128, dtype=torch.int64)
     if kind == "s2s":
-        return M().eval(), (ids, mask, dec)
-    return M().eval(), (ids, mask)
+        return m, (ids, mask, dec)
+    return m, (ids, mask)
 
 
 def describe(name: str) -> tuple[float, str]:

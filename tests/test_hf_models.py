@@ -133,6 +133,35 @@ class _Wrap:
     pass
 
 
+def for_inference(cfg: Any, cls: Any) -> None:
+    """An architecture's config made for export: no dropout, no KV cache, sdpa where the model has it,
+    batched experts (static shapes: the default grouped_mm is data-dependent).  Also bench/corpus.py's."""
+    for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "attention_dropout", "dropout", "hidden_dropout",
+              "resid_pdrop", "embd_pdrop", "attn_pdrop", "seq_classif_dropout", "classifier_dropout_prob"):
+        if hasattr(cfg, k):
+            setattr(cfg, k, 0.0)
+    if hasattr(cfg, "use_cache"):
+        cfg.use_cache = False
+    cfg._attn_implementation = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
+    if hasattr(cfg, "_experts_implementation"):
+        cfg._experts_implementation = "batched_mm"
+
+
+def positional(model: Any, kind: str) -> Any:
+    """The model called with its kind's inputs as positional tensors, returning the first output."""
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *xs: Any) -> Any:
+            return self.model(**dict(zip(INPUTS[kind], xs)), return_dict=False)[0]
+
+    return M().eval()
+
+
 def make(name: str) -> tuple[Any, tuple]:
     import torch
     import transformers
@@ -144,16 +173,8 @@ def make(name: str) -> tuple[Any, tuple]:
     cfg_cls, model_cls, kw, kind = ARCHS[name]
     torch.manual_seed(0)
     cfg = getattr(transformers, cfg_cls)(**kw)
-    for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "attention_dropout", "dropout", "hidden_dropout",
-              "resid_pdrop", "embd_pdrop", "attn_pdrop", "seq_classif_dropout", "classifier_dropout_prob"):
-        if hasattr(cfg, k):
-            setattr(cfg, k, 0.0)
-    if hasattr(cfg, "use_cache"):
-        cfg.use_cache = False
     cls = getattr(transformers, model_cls)
-    cfg._attn_implementation = "sdpa" if getattr(cls, "_supports_sdpa", False) else "eager"
-    if hasattr(cfg, "_experts_implementation"):
-        cfg._experts_implementation = "batched_mm"  # static shapes (the default grouped_mm is data-dependent)
+    for_inference(cfg, cls)
     model = cls(cfg)
     _hf_init(model)
     # He-scale convolutions, LayerNorm/GroupNorm gains ~1 and BatchNorm with non-trivial running stats keep the
@@ -167,31 +188,24 @@ def make(name: str) -> tuple[Any, tuple]:
                 if m.bias is not None:
                     m.bias.uniform_(-0.1, 0.1)
     _randomize_bn(model)
-
-    class M(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *xs: Any) -> Any:
-            return self.model(**dict(zip(INPUTS[kind], xs)), return_dict=False)[0]
+    m = positional(model, kind)
 
     g = torch.Generator().manual_seed(1)
     if kind in ("vit", "img"):
         n = 16 if kind == "vit" else 32
-        return M().eval(), (torch.randn(2, 3, n, n, generator=g),)
+        return m, (torch.randn(2, 3, n, n, generator=g),)
     if kind == "audio":
-        return M().eval(), (torch.randn(2, 400, generator=g),)
+        return m, (torch.randn(2, 400, generator=g),)
     ids = torch.randint(2, 100, (2, 8), generator=g)
     if kind == "lm":
-        return M().eval(), (ids,)
+        return m, (ids,)
     if kind == "whisper":
-        return M().eval(), (torch.randn(2, 16, 32, generator=g), ids)
+        return m, (torch.randn(2, 16, 32, generator=g), ids)
     mask = torch.ones(2, 8, dtype=torch.int64)
     mask[1, 6:] = 0
     if kind == "s2s":
-        return M().eval(), (ids, mask, torch.randint(2, 100, (2, 6), generator=g))
-    return M().eval(), (ids, mask)
+        return m, (ids, mask, torch.randint(2, 100, (2, 6), generator=g))
+    return m, (ids, mask)
 
 
 @dataclass

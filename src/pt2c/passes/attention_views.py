@@ -16,16 +16,9 @@ maps query head h to kv head h // (H / Hkv) itself, so k and v are read with the
 from __future__ import annotations
 
 from pt2c.ir import Graph, Node, Value
+from pt2c.ops.util import contiguous_strides
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, element strides, element offset
-
-
-def dense_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
 
 
 def reshape_strides(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -66,7 +59,7 @@ def compose(src: Layout, shape: tuple[int, ...], strides: tuple[int, ...], offse
     of a source that itself has layout `src`; None unless every step of the read stays in one dim
     of the source."""
     sshape, sstrides, soff = src
-    dense = dense_strides(sshape)
+    dense = contiguous_strides(sshape)
     idx0, rest = [], offset
     for d in dense:
         idx0.append(rest // d)
@@ -98,7 +91,7 @@ def layout_of(v: Value) -> tuple[Value, Layout, int] | None:
         base = base.producer.inputs[0]
     if not chain:
         return None
-    lay: Layout = (base.shape, dense_strides(base.shape), 0)
+    lay: Layout = (base.shape, contiguous_strides(base.shape), 0)
     kv_heads = 0
     for n in reversed(chain):
         out = n.outputs[0]
@@ -106,7 +99,7 @@ def layout_of(v: Value) -> tuple[Value, Layout, int] | None:
             new = compose(lay, out.shape, tuple(n.attrs["strides"]), n.attrs["offset"])
         else:
             off = n.attrs.get("offset", 0)
-            st = reshape_strides(lay[0], lay[1], out.shape) if off == 0 or lay[1] == dense_strides(lay[0]) else None
+            st = reshape_strides(lay[0], lay[1], out.shape) if off == 0 or lay[1] == contiguous_strides(lay[0]) else None
             new = (out.shape, st, lay[2] + off) if st is not None else None
             if new is None and len(lay[0]) == 5 and len(out.shape) == 4 and lay[1][2] == 0 \
                     and out.shape[1] == lay[0][1] * lay[0][2] and tuple(out.shape[2:]) == tuple(lay[0][3:]):
@@ -146,20 +139,20 @@ def fold_attention_views(g: Graph) -> Graph:
         for i, (name, x) in enumerate((("q", q), ("k", k), ("v", v))):
             f = found[name]
             if f is None:
-                layout[name] = (*dense_strides(x.shape)[:3], 0)
+                layout[name] = (*contiguous_strides(x.shape)[:3], 0)
                 continue
             base, (_, st, off), _ = f
             layout[name] = (st[0], st[1], st[2], off)
             n.inputs[i] = base
-        layout["out"] = (*dense_strides(out.shape)[:3], 0)
+        layout["out"] = (*contiguous_strides(out.shape)[:3], 0)
         us = users.get(id(out), [])
         if len(us) == 1 and us[0].op == "strided" and id(out) not in outputs and us[0].attrs["offset"] == 0:
             p = us[0]
             st = tuple(p.attrs["strides"])
-            dense = dense_strides(out.shape)
+            dense = contiguous_strides(out.shape)
             if sorted(st) == sorted(dense) and len(set(st)) == len(st) and st[-1] == 1:
                 # P[..i..] = O[..k..] where st[i] == dense[k]: O's dim k has P's dense stride of dim i
-                pd = dense_strides(p.outputs[0].shape)
+                pd = contiguous_strides(p.outputs[0].shape)
                 layout["out"] = (pd[st.index(dense[0])], pd[st.index(dense[1])], pd[st.index(dense[2])], 0)
                 n.outputs = [p.outputs[0]]
                 p.outputs[0].producer = n
