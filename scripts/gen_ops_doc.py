@@ -62,6 +62,9 @@ for mod, name in zip(FAMILIES, _names):
     print((mod.__doc__ or "").strip().splitlines()[0] + "\n")
     if ir_ops:
         print("IR ops: " + ", ".join(f"`{k}`" for k in ir_ops) + ".\n")
+    if not targets:  # lowered by the frontend itself: the family's docstring says from what
+        print(" ".join(ln.strip() for ln in (mod.__doc__ or "").strip().split("\n\n")[1].splitlines()) + "\n")
+        continue
     print("| ATen overload | |")
     print("|---|---|")
     for t in targets:

@@ -327,7 +327,13 @@ CASES: list[Case] = [
     pt2_case("target math via torch", r"not an operator", json_edit={MJ: _set_target("torch._C._get_tracing_state")}),
     pt2_case("target aten.from_file", r"reads files", json_edit={MJ: _set_target("torch.ops.aten.from_file.default")}),
     pt2_case("extension operator", r"not an operator", json_edit={MJ: _set_target("#ext:evil")}),
-    pt2_case("unregistered custom op", r"mylib.*not registered", json_edit={MJ: _set_target("torch.ops.mylib.evil.default")}),
+    # an op this process lacks is declared from its recorded calls (frontend/customops.py), so the error is
+    # the missing C kernel; a call whose argument names or kinds are not plain cannot be declared
+    pt2_case("unregistered custom op", r"mylib::evil\(Tensor self\) -> Tensor has no C kernel",
+             json_edit={MJ: _set_target("torch.ops.mylib.evil.default")}),
+    pt2_case("custom op argument name injects schema text", r"mylib.*cannot declare it .*not an identifier",
+             json_edit={MJ: lambda o: _set_target("torch.ops.mylib.evil2.default")(o) or first_node(
+                 o, "torch.ops.mylib.evil2.default")["inputs"][0].__setitem__("name", "x) -> Tensor; f(Tensor y")}),
     pt2_case("kernel-launching higher-order op", r"higher-order",
              json_edit={MJ: _set_target("torch.ops.higher_order.triton_kernel_wrapper_mutation")}),
     pt2_case("operator argument torch.os.system", r"not an operator", json_edit={MJ: lambda o: first_node(

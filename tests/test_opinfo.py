@@ -167,7 +167,7 @@ def _prepare_sample(op: Any, key: str, k: int, sample: Any, root: Path) -> Sampl
     try:
         import pt2c.compiler
 
-        pt2c.compiler.decompose = lambda p: p  # `dep` is already decomposed by the same function
+        pt2c.compiler.decompose = lambda p, *_: p  # `dep` is already decomposed by the same function
         pt2c.compile(dep, s.dir, target=TARGET, name=s.name)
     except UnsupportedError as e:
         s.status = "unsupported"

@@ -14,11 +14,13 @@ if TYPE_CHECKING:
     from pt2c.runtime.runner import Model
 
 
-def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
+def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, example_kwargs: dict | None = None,
+            target: str = "generic",
             name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
             command: str = "", freestanding: bool = False, winograd: bool | None = None,
-            force: bool = False) -> Artifact:
-    """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs) to C in out_dir.
+            force: bool = False, kernels: Any = None, decompose: Any = ()) -> Artifact:
+    """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs, and example_kwargs: keyword
+    arguments such as ``use_cache=False``; Python values are fixed at export) to C in out_dir.
 
     out_dir: a folder that does not exist yet, an empty one, or one pt2c wrote before (it keeps the list
     of files it wrote in ``.pt2c-files``); anything else raises ``pt2c.errors.OutputError`` before the
@@ -32,12 +34,18 @@ def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, ta
     freestanding=True (implied by a bare-metal target such as ``"cortex-m"``): output for a system without
     an OS -- embedded weights, no OpenMP; the library needs no malloc, stdio, threads or files.
     winograd: 3x3 stride-1 convolutions by Winograd F(4x4, 3x3) (about 2x faster, 4x the weights of those
-    layers); None (default): on, except for freestanding output."""
+    layers); None (default): on, except for freestanding output.
+    kernels: users' C kernels for custom ops: folders of kernel files and ``pt2c.custom.KernelSpec``
+    objects, besides those given to :func:`register_kernel` (see docs/custom-ops.md).
+    decompose: custom ops ("ns::op") to compile through their Python implementation (a torch.library.custom_op's
+    function, or a torch._decomp registration) traced into ATen ops, instead of a C kernel."""
     from pt2c.compiler import compile_program
 
-    return compile_program(model, out_dir, example_inputs=example_inputs, target=target, name=name,
+    return compile_program(model, out_dir, example_inputs=example_inputs, example_kwargs=example_kwargs,
+                           target=target, name=name,
                            embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command,
-                           freestanding=freestanding, winograd=winograd, force=force)
+                           freestanding=freestanding, winograd=winograd, force=force, kernels=kernels,
+                           decompose=decompose)
 
 
 def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> Model:
@@ -52,3 +60,12 @@ def build(out_dir: Any, cc: str | None = None, cflags: str | None = None, openmp
     from pt2c.runtime.build import build as _build
 
     return _build(out_dir, cc=cc, cflags=cflags, openmp=openmp, use=use)
+
+
+def register_kernel(qualname: str, source: str | None = None, *, path: Any = None, scratch: Any = None) -> Any:
+    """Give pt2c a C implementation of the custom op ``qualname`` ("ns::op") for every later compile in this
+    process: the C source, or path= a file; scratch: bytes, a function of (inputs, outputs, args) or an
+    expression (see docs/custom-ops.md).  The prototype is checked at once."""
+    from pt2c.custom import register_kernel as _register
+
+    return _register(qualname, source, path=path, scratch=scratch)

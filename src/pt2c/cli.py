@@ -114,6 +114,19 @@ def _recorded_command(model: Path, *args: str) -> str:
     return shlex.join(["pt2c", "compile", model.name, *args])
 
 
+def _import_file(path: Path) -> None:
+    """Run the user's own Python file (--import), e.g. the library that registers the program's custom ops."""
+    import importlib.util
+    import sys
+
+    if not path.is_file() or path.suffix != ".py":
+        raise CliError(f"--import {path}: not a Python file")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules.setdefault(path.stem, module)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+
+
 def _check_input_path(path: Path) -> None:
     from pt2c.errors import InputError
 
@@ -171,6 +184,14 @@ def compile_cmd(
                                               "(Winograd is ~2x faster but stores 4x those layers' weights)")] = False,
     force: Annotated[bool, typer.Option("--force", help="write into OUT even if pt2c did not write it: replaces only "
                                         "files of the names pt2c writes, leaves every other file alone")] = False,
+    kernels: Annotated[Optional[List[Path]], typer.Option("--kernels", help="a folder of C kernels for the program's "
+                                                          "custom ops, one file per op (docs/custom-ops.md); "
+                                                          "repeatable")] = None,
+    decompose: Annotated[Optional[List[str]], typer.Option("--decompose", help="compile this custom op (ns::op) "
+                                                           "through its Python implementation instead of a C "
+                                                           "kernel (needs --import); repeatable")] = None,
+    import_: Annotated[Optional[List[Path]], typer.Option("--import", help="a Python file to run first, e.g. the one "
+                                                          "defining the custom ops; repeatable")] = None,
 ) -> None:
     """Compile a .pt2 program to C99 source + build files in OUT.
 
@@ -185,6 +206,8 @@ def compile_cmd(
     _quiet_torch_warnings()
     import pt2c
 
+    for f in import_ or ():
+        _import_file(f)
     cmd = ["--target", tname]
     if name:
         cmd += ["--name", name]
@@ -196,15 +219,22 @@ def compile_cmd(
         cmd.append("--freestanding")
     if no_winograd:
         cmd.append("--no-winograd")
+    for k in kernels or ():
+        cmd += ["--kernels", k.name]
+    for d in decompose or ():
+        cmd += ["--decompose", d]
     cmd += ["-O", str(opt_level)]
     with console.status(f"compiling {model} ..."):
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
                            openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
-                           freestanding=freestanding, winograd=False if no_winograd else None, force=force)
+                           freestanding=freestanding, winograd=False if no_winograd else None, force=force,
+                           kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()))
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
+    ncustom = sum(1 for f in art.files if f.startswith("custom_ops/") and f.endswith(".c"))
     say(f"  files:   {len(art.files)} ({', '.join(f for f in art.files if '/' not in f)}, "
-                  f"{sum(1 for f in art.files if f.startswith('pt2c_kernels/'))} kernel file(s))")
+                  f"{sum(1 for f in art.files if f.startswith('pt2c_kernels/'))} kernel file(s)"
+                  + (f", {ncustom} custom op kernel(s) in custom_ops/" if ncustom else "") + ")")
     say(f"  inputs:  {_io_str(m['inputs'])}")
     say(f"  outputs: {_io_str(m['outputs'])}")
     w = m["weights"]
@@ -375,6 +405,16 @@ def verify_cmd(
                                                  "run directly)")] = None,
     force: Annotated[bool, typer.Option("--force", help="with -o: write into OUT even if pt2c did not write it "
                                         "(replaces only files of the names pt2c writes)")] = False,
+    kernels: Annotated[Optional[List[Path]], typer.Option("--kernels", help="a folder of C kernels for the program's "
+                                                          "custom ops (docs/custom-ops.md); repeatable")] = None,
+    decompose: Annotated[Optional[List[str]], typer.Option("--decompose", help="compile this custom op (ns::op) "
+                                                           "through its Python implementation; repeatable")] = None,
+    sanitize: Annotated[bool, typer.Option("--sanitize", help="build and run the standalone driver with ASan + "
+                                           "UBSan (custom op kernels get exact-size buffers): out-of-bounds "
+                                           "accesses fail the run")] = False,
+    import_: Annotated[Optional[List[Path]], typer.Option("--import", help="a Python file to run first, e.g. the one "
+                                                          "defining the custom ops (their PyTorch implementation is "
+                                                          "the reference); repeatable")] = None,
 ) -> None:
     """Compile, build and run MODEL and compare every output with PyTorch eager (exit 1 on mismatch).
 
@@ -388,6 +428,8 @@ def verify_cmd(
     _quiet_torch_warnings()
     from pt2c.runtime.verify import verify
 
+    for f in import_ or ():
+        _import_file(f)
     arrays = None
     if inputs:
         from pt2c.frontend.load import load_program
@@ -399,6 +441,7 @@ def verify_cmd(
         warnings.simplefilter("always", RuntimeWarning)
         report = verify(str(model), out, inputs=arrays, target=tname, cc=cc, cflags=cflags, openmp=not no_openmp,
                         seed=seed, tol=tol, time_it=time_it, runs=runs, launcher=exec_, force=force,
+                        kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()), sanitize=sanitize,
                         progress=lambda s: status.update(f"verifying: {s} ..."))
     for w in caught:
         if issubclass(w.category, RuntimeWarning):

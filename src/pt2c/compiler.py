@@ -30,20 +30,21 @@ def default_name(model: Any) -> str:
     return base[:MAX_NAME_LEN].rstrip("_")  # a long file stem is cut, not refused (an explicit name is checked)
 
 
-def to_graph(model: Any, example_inputs: tuple | None = None,
-             options: CompileOptions | None = None) -> tuple[Graph, dict]:
+def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOptions | None = None,
+             example_kwargs: dict | None = None) -> tuple[Graph, dict]:
     """The optimized graph of a model (load, decompose, lower, optimize) and its provenance."""
     options = options or CompileOptions()
-    ep, prov = load_program(model, example_inputs)
-    ep = decompose(ep)
-    g = lower(ep, options.name)
+    ep, prov = load_program(model, example_inputs, example_kwargs=example_kwargs)
+    ep = decompose(ep, options.decompose)
+    g = lower(ep, options.name, {k.function: k for k in options.kernels})
     return optimize(g, options), prov
 
 
-def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, target: str = "generic",
+def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None,
+                    example_kwargs: dict | None = None, target: str = "generic",
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
                     command: str = "", freestanding: bool = False, winograd: bool | None = None,
-                    force: bool = False) -> Artifact:
+                    force: bool = False, kernels: Any = None, decompose: Any = ()) -> Artifact:
     """out_dir: a new folder, an empty one, or one pt2c wrote before (else OutputError, checked before the
     compile starts; force=True writes into any folder, replacing only files of the names pt2c writes).
     The artifact is written into a staging folder and moved into place at the end: whatever fails,
@@ -51,10 +52,11 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
     # the options, once: the target spec first (several x86-64 levels: one code path each, chosen at init),
     # then the name (ModelNameError, a ValueError)
     opts = CompileOptions.resolve(target=target, embed_weights=embed_weights, openmp=openmp, opt_level=opt_level,
-                                  command=command, freestanding=freestanding, winograd=winograd, force=force)
+                                  command=command, freestanding=freestanding, winograd=winograd, force=force,
+                                  kernels=kernels, decompose=decompose)
     opts = replace(opts, name=check_name(name) if name else default_name(model))
     with OutputFolder(out_dir, force=opts.force) as out:  # OutputError now, before the slow part
-        g, prov = to_graph(model, example_inputs, opts)
+        g, prov = to_graph(model, example_inputs, opts, example_kwargs)
         g, plan = finish(g)  # outputs materialised, memory planned: each verified
         try:
             art = write_artifact(g, plan, out.staging, opts, provenance=prov)

@@ -37,6 +37,10 @@ class UnsupportedError(Pt2cError):
                 lines.append(f"    - ... and {len(sites) - 5} more")
         lines.append("What to try: rewrite these parts of the model with supported ops (see docs/ops.md), "
                      "or keep them outside the exported module.")
+        if any(not op.startswith(("aten.", "prims.", "higher_order.", "torch.ops.aten.", "torch.ops.prims."))
+               for op in by_op):
+            lines.append("For a custom op: give pt2c its C kernel (pt2c compile --kernels DIR, or "
+                         "pt2c.register_kernel; docs/custom-ops.md).")
         super().__init__("\n".join(lines))
 
 

@@ -101,6 +101,9 @@ class Node:
     attrs: dict[str, Any]
     outputs: list[Value]
     origin: Origin = field(default_factory=Origin)
+    # control flow (ops cond, while_loop): the graphs the node runs.  A block's inputs are the outer
+    # values it reads (captured, also in the node's inputs), its outputs the results the node copies out.
+    blocks: list[Graph] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for v in self.outputs:
@@ -122,15 +125,16 @@ class Graph:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def constants(self) -> list[Value]:
-        """Constant Values used by nodes or outputs, in first-use order."""
+        """Constant Values used by nodes (those of control-flow blocks too) or outputs, in first-use order."""
         seen: dict[int, Value] = {}
-        for n in self.nodes:
-            for v in n.inputs:
+        for g in [self, *(b for n in walk(self) for b in n.blocks)]:
+            for n in g.nodes:
+                for v in n.inputs:
+                    if v.is_const and id(v) not in seen:
+                        seen[id(v)] = v
+            for v in g.outputs:
                 if v.is_const and id(v) not in seen:
                     seen[id(v)] = v
-        for v in self.outputs:
-            if v.is_const and id(v) not in seen:
-                seen[id(v)] = v
         return list(seen.values())
 
     def users(self) -> dict[int, list[Node]]:
@@ -147,6 +151,57 @@ class Graph:
         lines.append("  return " + ", ".join(f"%{v.name}" for v in self.outputs))
         lines.append("}")
         return "\n".join(lines)
+
+
+def walk(g: Graph) -> list[Node]:
+    """Every node of the graph in program order, the nodes of control-flow blocks after their node."""
+    out: list[Node] = []
+    for n in g.nodes:
+        out.append(n)
+        for b in n.blocks:
+            out += walk(b)
+    return out
+
+
+# control-flow ops whose blocks read the node's own outputs (the loop state)
+LOOPS = ("while_loop", "scan")
+
+
+def captured(nodes: list[Node]) -> list[Value]:
+    """The outer values a node list reads: non-constant inputs it does not define (through nested blocks
+    too), in first-use order."""
+    defined: set[int] = set()
+    out: dict[int, Value] = {}
+    for n in nodes:
+        if n.op in LOOPS:
+            defined.update(id(v) for v in n.outputs)
+        for v in n.inputs + [u for b in n.blocks for u in b.inputs]:
+            if not v.is_const and id(v) not in defined:
+                out.setdefault(id(v), v)
+        defined.update(id(v) for v in n.outputs)
+    return list(out.values())
+
+
+def schedule(g: Graph) -> list[tuple[Node, str]]:
+    """The graph's nodes as the C runs them, for lifetimes: (node, "run") for a plain node; a control-flow
+    node is (node, "begin") (its inputs read, its outputs' first write: a loop's state), its blocks'
+    schedules, then (node, "end") (its inputs read again: a loop re-reads them; the blocks' results)."""
+    out: list[tuple[Node, str]] = []
+    for n in g.nodes:
+        if not n.blocks:
+            out.append((n, "run"))
+            continue
+        out.append((n, "begin"))
+        for b in n.blocks:
+            out += schedule(b)
+        out.append((n, "end"))
+    return out
+
+
+def reads(n: Node, when: str) -> list[Value]:
+    """The values a schedule entry reads: a node's inputs; at a control node's end also its blocks' results
+    and its own outputs (a loop's state is read and written until the loop ends)."""
+    return n.inputs + [v for b in n.blocks for v in b.outputs] + n.outputs if when == "end" else n.inputs
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ freestanding, command).  Nothing travels in `Graph.meta`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pt2c.targets import Target, get_targets
 
@@ -31,6 +32,8 @@ class CompileOptions:
     freestanding: bool = False  # bare metal: no malloc, stdio, threads or files in the library
     force: bool = False  # write into any folder (codegen/outdir.py)
     command: str = ""  # the command line recorded in <name>.c's header
+    kernels: tuple[Any, ...] = ()  # users' C kernels for custom ops (custom.KernelSpec), later ones win
+    decompose: tuple[str, ...] = ()  # custom ops to replace by their Python implementation ("ns::op")
 
     @property
     def target(self) -> Target:
@@ -50,7 +53,8 @@ class CompileOptions:
     @classmethod
     def resolve(cls, *, target: str | Target = "generic", name: str = "model", embed_weights: bool = False,
                 openmp: bool = True, opt_level: int = 1, command: str = "", freestanding: bool = False,
-                winograd: bool | None = None, force: bool = False) -> CompileOptions:
+                winograd: bool | None = None, force: bool = False, kernels: Any = None,
+                decompose: Any = ()) -> CompileOptions:
         """The options of a `pt2c.compile(...)` call: the target spec parsed (several x86-64 levels: one
         code path each, chosen at init), and what freestanding implies."""
         targets = tuple(get_targets(target))
@@ -61,4 +65,7 @@ class CompileOptions:
             embed_weights, openmp = True, False
         # Winograd 3x3 convolutions hold 4x the weights of those layers: off by default where flash is scarce
         winograd = not freestanding if winograd is None else bool(winograd)
-        return cls(targets, name, opt_level, winograd, embed_weights, openmp, freestanding, force, command)
+        from pt2c.custom import resolve_kernels
+
+        return cls(targets, name, opt_level, winograd, embed_weights, openmp, freestanding, force, command,
+                   tuple(resolve_kernels(kernels).values()), tuple(decompose))

@@ -511,7 +511,7 @@ _BAZEL_TEMPLATE = """\
     srcs = ["@name@.c"],@deps@
     hdrs = [@headers@],
     # kernel sources #included by @name@.c (not compiled on their own)
-    textual_hdrs = glob(["pt2c_kernels/*.c", "pt2c_kernels/*.h"]),
+    textual_hdrs = glob([@textual@]),
     copts = [@copts@],
     includes = ["."],
     linkopts = ["-lm"],
@@ -522,14 +522,16 @@ _BAZEL_TEMPLATE = """\
 
 
 def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bool = True,
-                variants: Variants = ()) -> str:
+                variants: Variants = (), has_custom: bool = False) -> str:
+    # kernel sources #included by the model's translation units (users' kernels for custom ops too)
+    textual = ", ".join(f'"{d}/*.{e}"' for d in ("pt2c_kernels", "custom_ops")[:1 + has_custom] for e in "ch")
     headers = [f"{name}.h"] + ([f"{name}.hpp"] if has_hpp else [])
     copts = ["-std=c99", *target.cflags]
     q = lambda s: json.dumps(s)  # noqa: E731  (Starlark strings == JSON strings for these)
     vlibs = "".join(
         f'# a higher x86-64 level code path, chosen at run time by {name}_init\n'
         f'cc_library(\n    name = {q(f[:-2])},\n    srcs = [{q(f)}],\n'
-        f'    textual_hdrs = [{q(name + ".h")}] + glob(["pt2c_kernels/*.c", "pt2c_kernels/*.h"]),\n'
+        f'    textual_hdrs = [{q(name + ".h")}] + glob([{textual}]),\n'
         f'    copts = [{", ".join(q(c) for c in ["-std=c99", *fl.split()])}],\n    alwayslink = True,\n)\n\n'
         for f, fl in variants)
     deps = f"\n    deps = [{', '.join(q(':' + f[:-2]) for f, _ in variants)}]," if variants else ""
@@ -542,7 +544,7 @@ def bazel_build(name: str, target: Target, has_weights: bool = True, has_hpp: bo
     return _fill(_BAZEL_TEMPLATE, name=name, target=target.name,
                  load='load("@rules_cc//cc:defs.bzl", "cc_library")\n', variants=vlibs, deps=deps,
                  headers=", ".join(q(h) for h in headers), copts=", ".join(q(c) for c in copts),
-                 data=data, weights=weights)
+                 data=data, weights=weights, textual=textual)
 
 
 # ---------------------------------------------------------------------------
@@ -575,7 +577,7 @@ OMP_FLAGS =
 endif
 
 SRC    = @name@.c
-DEPS   = @name@.c @name@.h $(wildcard pt2c_kernels/*.c pt2c_kernels/*.h)
+DEPS   = @name@.c @name@.h $(wildcard pt2c_kernels/*.c pt2c_kernels/*.h custom_ops/*.c custom_ops/*.h)
 MAINOBJ = $(BUILDDIR)/@name@.o
 OBJ    = $(MAINOBJ)@variant_objs@
 STATIC = $(BUILDDIR)/lib@name@.a
@@ -730,7 +732,8 @@ def write_build_files(
         (f"{name}.pc.in", pkgconfig_in(name, target)),
         ("meson.build", meson_build(name, target, has_weights, has_hpp, variants)),
         ("meson_options.txt", meson_options(name, target, openmp)),
-        ("BUILD.bazel", bazel_build(name, target, has_weights, has_hpp, variants)),
+        ("BUILD.bazel", bazel_build(name, target, has_weights, has_hpp, variants,
+                                    has_custom=(out_dir / "custom_ops").is_dir())),
         ("Makefile", makefile(name, target, openmp, variants)),
         ("build.sh", build_sh(name, target, openmp, variants)),
         ("compile_commands.json", compile_commands(name, target, openmp, variants)),

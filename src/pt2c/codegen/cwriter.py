@@ -20,9 +20,10 @@ from pt2c.version import __version__
 from pt2c.codegen.buildfiles import write_build_files
 from pt2c.codegen.escape import c_comment, c_string
 from pt2c.codegen.cppheader import write_cpp_header
+from pt2c.custom import HEADER, c_prototype
 from pt2c.codegen.driver import write_driver
 from pt2c.codegen.emitter import Emitter
-from pt2c.ir import DTYPE_CODES, Graph, Value, ctype
+from pt2c.ir import DTYPE_CODES, Graph, Value, ctype, walk
 from pt2c.ops import OPS
 from pt2c.passes.memory import ALIGN, MemoryPlan
 from pt2c.targets import X86_LEVELS
@@ -53,6 +54,7 @@ STATUS = [
     ("ERR_WORKSPACE_SIZE", "the workspace is smaller than the model needs (<NAME>_WORKSPACE_BYTES, <name>_workspace_size())"),
     ("ERR_SIGNATURE", "the header this program was compiled with belongs to a different compile of the model than the "
                       "library (signature mismatch): rebuild the program against the library's own header"),
+    ("ERR_CUSTOM_OP", "a user kernel of a custom op returned an error (custom_ops/)"),
 ]
 
 # Init-time ISA check (no SIGILL): when compiled with x86 SIMD flags, <name>_init asks the CPU
@@ -276,6 +278,28 @@ def _kernel_deps(names: set[str]) -> list[str]:
     return order
 
 
+def _custom_kernels(g: Graph) -> dict[str, str]:
+    """The users' kernels the graph calls: C function name -> source (one file each in custom_ops/)."""
+    out: dict[str, str] = {}
+    for n in walk(g):
+        if n.op == "custom_call":
+            out[n.attrs["function"]] = n.attrs["_source"]
+    return dict(sorted(out.items()))
+
+
+def _includes(g: Graph, kfiles: list[str]) -> str:
+    """The #includes of a translation unit: pt2c's kernels, then each user kernel after a static declaration
+    of its fixed prototype (so the compiler checks the definition, and each code path has its own copy)."""
+    customs = _custom_kernels(g)
+    lines = [f'#include "custom_ops/{HEADER}"'] if customs else []  # (pt2c_kernels/custom_call.c uses it)
+    lines += [f'#include "pt2c_kernels/{f}"' for f in kfiles]
+    if customs:
+        lines += ["", "/* users' kernels for custom ops (see custom_ops/ and docs/custom-ops.md) */"]
+        for fn in customs:
+            lines += [f"static {c_prototype(fn)};", f'#include "custom_ops/{fn}.c"']
+    return "\n".join(lines)
+
+
 def _io_names(g: Graph) -> tuple[list[str], list[str]]:
     ins = [v.name for v in g.inputs]
     outs = ["output"] if len(g.outputs) == 1 else [f"output{i}" for i in range(len(g.outputs))]
@@ -306,13 +330,20 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
     em = Emitter(g, plan, blob.offsets)
     body = em.emit_graph()
 
-    kernels = {k for n in g.nodes for k in OPS[n.op].kernels}
+    kernels = {k for n in walk(g) for k in OPS[n.op].kernels}
     kfiles = _kernel_deps(kernels)
     kdir = out_dir / "pt2c_kernels"
     kdir.mkdir(exist_ok=True)
     src = resources.files("pt2c.kernels")
     for f in kfiles:
         (kdir / f).write_text((src / f).read_text())
+    customs = _custom_kernels(g)
+    if customs:
+        cdir = out_dir / "custom_ops"
+        cdir.mkdir()
+        (cdir / HEADER).write_text((src / HEADER).read_text())
+        for fn, text in customs.items():
+            (cdir / f"{fn}.c").write_text(text)
 
     in_names, out_names = _io_names(g)
     prov = provenance or {}
@@ -325,14 +356,16 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
     vfiles = []
     for t in variants:
         vfiles.append(variant_file(name, t))
-        (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, kfiles))
+        (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, _includes(g, kfiles)))
     files = [f"{name}.h", f"{name}.c", *vfiles] + [f"pt2c_kernels/{f}" for f in kfiles]
+    if customs:
+        files += [f"custom_ops/{HEADER}"] + [f"custom_ops/{fn}.c" for fn in customs]
     wfile = out_dir / f"{name}.weights"
     if not embed_weights:
         blob.write(wfile)
         files.append(wfile.name)
 
-    flops = sum(OPS[n.op].flops(n) for n in g.nodes if OPS[n.op].flops)
+    flops = sum(OPS[n.op].flops(n) for n in walk(g) if OPS[n.op].flops)
     manifest = {
         "pt2c_version": __version__,
         "abi_version": ABI_VERSION,
@@ -354,8 +387,8 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
                     "format_version": WEIGHTS_FORMAT_VERSION, "crc32": f"{blob.crc:08x}"},
         "memory": {"workspace_bytes": plan.workspace_bytes, "arena_bytes": plan.arena_bytes,
                    "scratch_bytes": plan.scratch_bytes, "lower_bound_bytes": plan.lower_bound},
-        "ops": sorted({n.op for n in g.nodes}),
-        "op_counts": {op: sum(1 for n in g.nodes if n.op == op) for op in sorted({n.op for n in g.nodes})},
+        "ops": sorted({n.op for n in walk(g)}),
+        "op_counts": {op: sum(1 for n in walk(g) if n.op == op) for op in sorted({n.op for n in walk(g)})},
         "flops": int(flops),
         "kernels": kfiles,
     }
@@ -536,7 +569,7 @@ static uint32_t choose_variant(void)
         multi = ""
         dispatch = ""
     isa_names = ", ".join(f'"{t.name}"' for t in paths)
-    includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
+    includes = _includes(g, kfiles)
     crc, data_bytes = blob.crc, blob.data_bytes
     descs = []
     for kind, names, vals in (("inputs", in_names, g.inputs), ("outputs", out_names, g.outputs)):
@@ -557,7 +590,7 @@ static uint32_t choose_variant(void)
     if embed:
         embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
                     f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob.tobytes())}\n}};\n")
-    checks = sorted({OPS[n.op].scratch_c(n) for n in g.nodes if OPS[n.op].scratch_c})
+    checks = sorted({OPS[n.op].scratch_c(n) for n in walk(g) if OPS[n.op].scratch_c})
     scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
                             for c in checks if c != "0")
     uses_ws = re.search(r"\bws\b", "\n".join(body)) is not None  # (not "rows" in /*rows=*/ 4)
@@ -578,6 +611,7 @@ static uint32_t choose_variant(void)
 {includes}
 
 #define PT2C_ERR_INDEX {N}_ERR_INDEX
+#define PT2C_ERR_CUSTOM_OP {N}_ERR_CUSTOM_OP
 
 static const uint32_t expected_crc32 = 0x{crc:08x}u;
 static const uint64_t expected_data_bytes = {data_bytes}u;
@@ -702,14 +736,13 @@ _VARIANT_ISA = {
 }
 
 
-def _variant_source(name: str, t: Any, body: list[str], kfiles: list[str]) -> str:
+def _variant_source(name: str, t: Any, body: list[str], includes: str) -> str:
     """One extra code path of a multi-versioned artifact: the same graph body as <name>.c, compiled for
     a higher x86-64 level; <name>_init selects it when the CPU has that level."""
     N = name.upper()
     arch, macros = _VARIANT_ISA[t.name]
     fname = variant_file(name, t)
     func = f"{name}__forward_{t.name.replace('-', '_')}"
-    includes = "\n".join(f'#include "pt2c_kernels/{f}"' for f in kfiles)
     missing = " || ".join(f"!defined({m})" for m in macros)
     return f"""/* {fname}: the {t.name} code path of the model `{name}` (generated by pt2c {__version__} -- do not edit).
  *
@@ -728,6 +761,7 @@ def _variant_source(name: str, t: Any, body: list[str], kfiles: list[str]) -> st
 {includes}
 
 #define PT2C_ERR_INDEX {N}_ERR_INDEX
+#define PT2C_ERR_CUSTOM_OP {N}_ERR_CUSTOM_OP
 
 int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs);
 

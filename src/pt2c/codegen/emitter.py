@@ -202,8 +202,36 @@ class Emitter:
         lines[-1] += " */"
         return lines
 
+    def block(self, g: Graph, results_to: list[Value],
+              after: Callable[[list[str]], list[str]] | None = None) -> None:
+        """A control-flow block's nodes, one level deeper (the caller writes the braces around them), then
+        its results copied into results_to, then the statements after(result pointers).  Pointers declared
+        in the block stay in it."""
+        saved = dict(self.declared)
+        self.indent += 1
+        self.emit_nodes(g.nodes)
+        ptrs = [self.ptr(v) for v in g.outputs]
+        if results_to:
+            self.line("")
+        for v, p in zip(results_to, ptrs):
+            self.line(f"memcpy({self.ptr(v)}, {p}, {v.nbytes});")
+        for stmt in after(ptrs) if after is not None else []:
+            self.line(stmt)
+        self.indent -= 1
+        self.declared = saved
+
     def emit_graph(self) -> list[str]:
-        for n in self.g.nodes:
+        self.emit_nodes(self.g.nodes)
+        # kernel calls with named literal arguments, wrapped at their final indentation
+        self.lines = [ln[:len(ln) - len(ln.lstrip())] + named_args(ln.lstrip(), len(ln) - len(ln.lstrip()))
+                      for ln in self.lines]
+        if self.uses_scratch:
+            self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
+                                 "/* kernel scratch: GEMM packing, im2col, attention tiles */")
+        return self.lines
+
+    def emit_nodes(self, nodes: list[Node]) -> None:
+        for n in nodes:
             if OPS[n.op].alias:
                 continue  # views: a pointer, declared where first used
             self.line("")
@@ -224,10 +252,3 @@ class Emitter:
                 self.line(stmt)
             else:
                 self.line("}")
-        # kernel calls with named literal arguments, wrapped at their final indentation
-        self.lines = [ln[:len(ln) - len(ln.lstrip())] + named_args(ln.lstrip(), len(ln) - len(ln.lstrip()))
-                      for ln in self.lines]
-        if self.uses_scratch:
-            self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
-                                 "/* kernel scratch: GEMM packing, im2col, attention tiles */")
-        return self.lines

@@ -46,7 +46,7 @@ from pt2c.errors import ModelNameError, OutputError
 
 MARKER = ".pt2c-files"
 MAX_NAME_LEN = 64  # the model name becomes file names (<name>Config.cmake.in, ...) and C symbols
-SUBDIRS = ("pt2c_kernels",)  # folders pt2c writes into: they must be real folders
+SUBDIRS = ("pt2c_kernels", "custom_ops")  # folders pt2c writes into: they must be real folders
 
 HINT = ("use a new or empty folder, or --force (force=True in Python) to write pt2c's files into it, "
         "which replaces only files of the names pt2c writes and leaves every other file alone")

@@ -409,7 +409,8 @@ class Archive:
 
     # ------------------------------------------------------------------ the program
 
-    def check_target(self, t: Any, where: str, unknown: list[tuple[str, str, str]]) -> None:
+    def check_target(self, t: Any, where: str, unknown: list[tuple[str, str, str]],
+                     missing: dict[str, list[Any]] | None = None, node: Any = None) -> None:
         """A call target (or operator argument) must be a registered operator overload, an allowed
         higher-order operator, or one of PY_TARGETS: torch's deserializer resolves it by walking
         attributes of torch, operator and math, and tracing then calls it."""
@@ -436,7 +437,9 @@ class Archive:
                 op = getattr(op, p)
         except (AttributeError, RuntimeError):
             op = None
-        if op is None:
+        if op is None and missing is not None and node is not None and parts[2] not in ("aten", "prims"):
+            missing.setdefault(t, []).append(node)  # a custom op: declared from its recorded calls
+        elif op is None:
             unknown.append((t, where, "operator not registered in this process (a custom op? import the "
                                       "library that defines it)"))
         elif not isinstance(op, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
@@ -449,6 +452,8 @@ class Archive:
         keyword names (identifiers), custom objects (refused).  Control characters in free text
         (stack traces, module stacks) become spaces."""
         unknown: list[tuple[str, str, str]] = []
+        missing: dict[str, list[Any]] = {}  # custom op target -> its nodes
+        tensor_values: dict[str, Any] = {}
         stack = [obj]
         while stack:
             x = stack.pop()
@@ -458,7 +463,9 @@ class Archive:
             if not isinstance(x, dict):
                 continue
             if "target" in x and "inputs" in x and "outputs" in x:
-                self.check_target(x["target"], f"node '{str(x.get('name'))[:80]}'", unknown)
+                self.check_target(x["target"], f"node '{str(x.get('name'))[:80]}'", unknown, missing, x)
+            if isinstance(x.get("tensor_values"), dict):
+                tensor_values.update(x["tensor_values"])
             for k, v in x.items():
                 if k == "expr_str":
                     check_expr(v, f"{self.path}: shape expression")
@@ -482,6 +489,10 @@ class Archive:
                             v[mk] = _CONTROL.sub(" ", mv)
                 elif isinstance(v, (dict, list)):
                     stack.append(v)
+        if missing and not unknown:
+            from pt2c.frontend.customops import declare_missing
+
+            unknown += declare_missing(missing, tensor_values)
         if unknown:
             raise UnsupportedError(unknown)
 

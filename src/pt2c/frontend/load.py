@@ -54,7 +54,8 @@ def check_schema(schema: tuple[int, int], where: str) -> None:
             f"({SUPPORTED_TORCH[1][0]}.{SUPPORTED_TORCH[1][1]}), or upgrade pt2c.")
 
 
-def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: bool = False) -> tuple[Any, dict[str, Any]]:
+def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: bool = False,
+                 example_kwargs: dict | None = None) -> tuple[Any, dict[str, Any]]:
     """Return (ExportedProgram, provenance) from a path, an ExportedProgram, or a module + inputs.
 
     sample_inputs: also read a .pt2's sample inputs into ``ep.example_inputs`` (pt2c verify)."""
@@ -79,7 +80,7 @@ def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: b
     elif isinstance(src, torch.nn.Module):
         if example_inputs is None:
             raise InputError("an nn.Module needs example inputs: pt2c.compile(model, example_inputs=(x,), ...)")
-        ep = torch.export.export(src.eval(), tuple(example_inputs), strict=False)
+        ep = torch.export.export(src.eval(), tuple(example_inputs), dict(example_kwargs or {}), strict=False)
         prov = {"source": type(src).__name__, "exported_with_torch": torch_v, "schema_version": "%d.%d" % tuple(SCHEMA_VERSION)}
     else:
         raise InputError(f"cannot compile a {type(src).__name__}: pass a .pt2 path, an ExportedProgram, or an nn.Module with example inputs")
@@ -140,7 +141,32 @@ def keep_ops() -> list[Any]:
             aten.col2im.default]  # col2im: its decomposition is an index_put with leading None indices
 
 
-def decompose(ep: Any) -> Any:
+def python_decomposition(qualname: str) -> tuple[Any, Any]:
+    """(op overload, its Python decomposition) for ``--decompose ns::op``: a decomposition registered with
+    torch._decomp, else a torch.library.custom_op's own Python implementation (traced into ATen ops)."""
+    import torch
+    import torch._library.custom_ops as custom_ops
+
+    from pt2c.custom import split_qualname
+
+    ns, name, overload = split_qualname(qualname)
+    try:
+        op = getattr(getattr(getattr(torch.ops, ns), name), overload)
+    except (AttributeError, RuntimeError):
+        raise InputError(f"--decompose {qualname}: no such operator in this process (import the library that "
+                         "defines it)") from None
+    fn = torch._decomp.decomposition_table.get(op)
+    opdef = custom_ops.OPDEFS.get(f"{ns}::{name}")
+    if fn is None and opdef is not None and overload == "default":
+        fn = opdef._init_fn
+    if fn is None:
+        raise InputError(f"--decompose {qualname}: the operator has no Python decomposition or implementation "
+                         "pt2c can trace (torch.library.custom_op functions and torch._decomp registrations "
+                         "can be); give it a C kernel instead (docs/custom-ops.md)")
+    return op, fn
+
+
+def decompose(ep: Any, decompose_ops: Any = ()) -> Any:
     import torch
 
     from pt2c.frontend.archive import quiet_torch
@@ -148,6 +174,9 @@ def decompose(ep: Any) -> Any:
     table = torch.export.default_decompositions()
     for op in keep_ops():
         table.pop(op, None)
+    for q in decompose_ops:
+        op, fn = python_decomposition(q)
+        table[op] = fn
     with quiet_torch():
         try:
             return ep.run_decompositions(table)

@@ -15,8 +15,9 @@ from typing import Any, NoReturn
 import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
-from pt2c.ir import DTYPES, Graph, Node, Origin, Value
+from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
+from pt2c.ops.elementwise import e_in
 from pt2c.ops.shape import make_strided, make_view
 
 # Folding: a node whose tensor inputs are all constants is evaluated at compile time, whatever the size of
@@ -86,6 +87,7 @@ def origin_of(node: Any) -> Origin:
     frames = re.findall(r'File "([^"]+)", line (\d+), in [^\n]*\n\s*([^\n]*)', trace)
     # the innermost frame outside torch: the model's own source (a transformers model's modeling_*.py
     # line, not the wrapper that called the model)
+    frames = [f for f in frames if not f[0].startswith("<eval_with_key>")]  # FX's generated code (control flow)
     user = [f for f in frames if not _is_torch_frame(f[0])] or frames
     if user:
         f, line, code = user[-1]
@@ -162,19 +164,24 @@ class LowerCtx:
         return make_strided(self, w, out, (1, w.shape[1]), 0)
 
 
+CONTROL = ("cond", "while_loop", "map_impl", "scan")  # higher-order ops lowered to control-flow nodes
+
+
 class _LoweringFailed(Exception):
     pass
 
 
 class Lowering:
-    def __init__(self, ep: Any, name: str):
+    def __init__(self, ep: Any, name: str, kernels: dict[str, Any] | None = None):
         self.ep = ep
         self.name = name
+        self.kernels = kernels or {}  # C function name -> custom.KernelSpec (users' kernels for custom ops)
         self.nodes: list[Node] = []
         self.names: set[str] = set()
         self.env: dict[str, Any] = {}  # fx node name -> Value | tuple | None
         self.problems: list[tuple[str, str, str]] = []
         self.transposed: dict[int, tuple[Value, Value]] = {}  # id(constant) -> (it, its transpose)
+        self.module = ep.graph_module  # the GraphModule whose nodes are being lowered (a cond's branch ...)
 
     def unique(self, base: str) -> str:
         base = c_name(base)
@@ -218,9 +225,13 @@ class Lowering:
                 val = node.meta.get("val")
                 if kind == "USER_INPUT":
                     if not isinstance(val, torch.Tensor):
-                        if val is None:
+                        if val is None or type(val) in (bool, int, float, str):
+                            # a Python value the export specialised (use_cache=False): a constant of the program
+                            self.env[node.name] = val
                             continue
-                        raise InputError(f"input '{node.name}' is a {type(val).__name__}; only tensor inputs are supported")
+                        raise InputError(f"input '{node.name}' is a {type(val).__name__}; pt2c compiles tensor "
+                                         "inputs and Python numbers, bools and strings fixed at export (a symbolic "
+                                         "size needs dynamic shapes, which pt2c does not support yet)")
                     try:
                         dt = torch_dtype(val.dtype)
                     except KeyError:
@@ -307,11 +318,15 @@ class Lowering:
                 self.problems.append((str(node.args[0].target), origin_of(node).describe(),
                                       f"output {node.args[1]} of this op is not supported"))
             return v
+        if isinstance(node.target, torch._ops.HigherOrderOperator) and node.target.name() in CONTROL:
+            return self.lower_control(node, origin_of(node))
         target = str(node.target)
         if isinstance(node.target, torch._ops.OpOverload) and (folded := self._fold(node)) is not None:
             return folded
         fn = LOWERINGS.get(target)
         origin = origin_of(node)
+        if fn is None and getattr(node.target, "namespace", "aten") not in ("aten", "prims"):
+            return self.lower_custom(node, origin)
         if fn is None:
             self.problems.append((target, origin.describe(), UNSUPPORTED.get(target, "")))
             return _Poison()
@@ -332,6 +347,200 @@ class Lowering:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
         return res
+
+    # ------------------------------------------------------------ control flow
+    def lower_block(self, gm: Any, bindings: list[Any], name: str) -> Graph | None:
+        """A subgraph (a cond branch, a loop's cond or body) as a block: its placeholders bound to the given
+        outer values, its nodes lowered into a node list of its own, its results made values the block
+        defines (a copy where it returns an outer value, a constant or one value twice).  None if a node
+        failed (the problem is recorded)."""
+        saved = (self.nodes, self.env, self.module)
+        self.nodes, self.env, self.module = [], {}, gm
+        try:
+            phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+            for ph, v in zip(phs, bindings):
+                self.env[ph.name] = v
+            results: list[Any] = []
+            for n in gm.graph.nodes:
+                if n.op == "call_function":
+                    self.env[n.name] = self.lower_node(n)
+                elif n.op == "output":
+                    rs = n.args[0] if isinstance(n.args[0], (list, tuple)) else [n.args[0]]
+                    results = [self.env.get(a.name) if hasattr(a, "name") else a for a in rs]
+            if not all(isinstance(r, Value) for r in results):
+                if not any(isinstance(r, _Poison) for r in results):
+                    self.problems.append((name, "a control-flow block", "returns something other than tensors"))
+                return None
+            inner = {id(v) for n in self.nodes for v in n.outputs}
+            seen: set[int] = set()
+            for i, r in enumerate(results):
+                if id(r) not in inner or id(r) in seen or r.producer is None or OPS[r.producer.op].alias:
+                    cp = self.new_value(f"{name}_result{i}", r.shape, r.dtype)
+                    self.nodes.append(Node("ew", [r], {"expr": e_in(r.dtype, 0)}, [cp]))
+                    results[i] = cp
+                seen.add(id(results[i]))
+            return Graph(name, captured(self.nodes), self.nodes, results)
+        finally:
+            self.nodes, self.env, self.module = saved
+
+    def lower_control(self, node: Any, origin: Origin) -> Any:
+        """torch.cond -> a cond node (or the taken branch in line when the predicate is a constant);
+        while_loop -> a while_loop node; scan and map -> a scan node (map: no carry)."""
+        kind = node.target.name()
+        ctx = LowerCtx(self, node)
+        base = self.name_for(node, origin)
+
+        def values(args: Any) -> list[Value] | None:
+            vs = [self.env.get(a.name) for a in args]
+            if any(isinstance(v, _Poison) for v in vs):
+                return None
+            if not all(isinstance(v, Value) for v in vs):
+                self.problems.append((kind, origin.describe(), "an operand is not a tensor"))
+                return None
+            return vs  # type: ignore[return-value]
+
+        def module(a: Any) -> Any:
+            return getattr(self.module, a.target)
+
+        if kind == "cond":
+            pred, then_gm, else_gm, operands = node.args
+            p, ops = self.env.get(pred.name), values(operands)
+            if ops is None or not isinstance(p, Value):
+                return _Poison()
+            if p.is_const:  # decided at compile time: the taken branch, in line
+                blk = self.lower_block(module(then_gm if bool(np.asarray(p.data).reshape(-1)[0]) else else_gm),
+                                       ops, f"{base}_branch")
+                if blk is None:
+                    return _Poison()
+                self.nodes += blk.nodes
+                return tuple(blk.outputs)
+            blocks = [self.lower_block(module(then_gm), ops, f"{base}_then"),
+                      self.lower_block(module(else_gm), ops, f"{base}_else")]
+            inputs = [p]
+            attrs: dict[str, Any] = {}
+        elif kind == "while_loop":
+            cond_gm, body_gm, carried, additional = node.args
+            init, extra = values(carried), values(additional)
+            if init is None or extra is None:
+                return _Poison()
+            inputs = list(init)
+            attrs = {"n_carried": len(init)}
+        else:
+            if kind == "scan":
+                body_gm, carried, scanned, additional = node.args[:4]
+                if node.kwargs.get("reverse") or (len(node.args) > 4 and node.args[4]):
+                    self.problems.append((kind, origin.describe(), "reverse scans are not supported"))
+                    return _Poison()
+            else:
+                (body_gm, scanned, additional), carried = node.args[:3], []
+            init, xs, extra = values(carried), values(scanned), values(additional)
+            if init is None or xs is None or extra is None:
+                return _Poison()
+            if not xs or any(not x.shape or x.shape[0] != xs[0].shape[0] for x in xs):
+                self.problems.append((kind, origin.describe(), "the scanned inputs must share a first dim"))
+                return _Poison()
+            inputs = init + xs
+            attrs = {"n_carry": len(init), "n_xs": len(xs), "length": xs[0].shape[0]}
+        try:
+            outs = ctx.outs()
+        except KeyError as e:
+            self.problems.append((kind, origin.describe(), f"unsupported dtype {e}"))
+            return _Poison()
+        if kind == "while_loop":
+            blocks = [self.lower_block(module(cond_gm), outs + extra, f"{base}_cond"),
+                      self.lower_block(module(body_gm), outs + extra, f"{base}_body")]
+        elif kind in ("scan", "map_impl"):
+            attrs["n_ys"] = len(outs) - len(init)
+            slices = [self.new_value(f"{base}_slice{i}", x.shape[1:], x.dtype) for i, x in enumerate(xs)]
+            carry = outs[:len(init)]
+            blocks = [self.lower_block(module(body_gm), carry + slices + extra, f"{base}_body")]
+            kind = "scan"
+            result = tuple(outs)
+            outs = outs + slices
+        if any(b is None for b in blocks):
+            return _Poison()
+        own = {id(v) for v in inputs + outs}
+        for b in blocks:
+            inputs += [v for v in b.inputs if id(v) not in own and not own.add(id(v))]  # type: ignore[func-returns-value]
+        self.nodes.append(Node(kind, inputs, attrs, outs, origin, blocks=blocks))  # type: ignore[arg-type]
+        return result if kind == "scan" else tuple(outs)
+
+    def lower_custom(self, node: Any, origin: Origin) -> Any:
+        """A custom op (an operator outside ATen): a custom_call of the user's C kernel for it."""
+        from pt2c.custom import KernelError, TensorInfo, function_name, kernel_for, prototype, scratch_bytes
+        from pt2c.ir import itemsize
+        from pt2c.ops.custom import arg_entry
+
+        op = node.target
+        qual = f"{op._schema.name}.{op._overloadname}"
+        schema = str(op._schema)
+        target = str(node.target)
+        try:
+            spec = kernel_for(qual, self.kernels)
+        except KernelError as e:
+            self.problems.append((target, origin.describe(), str(e)))
+            return _Poison()
+        if spec is None:
+            self.problems.append((target, origin.describe(), (
+                f"custom op {schema} has no C kernel.\n      Give pt2c one: a file {function_name(qual)}.c "
+                f"defining\n        {prototype(qual)}\n      in a folder passed with --kernels DIR (or "
+                f"pt2c.register_kernel('{qual.removesuffix('.default')}', source=...)); see docs/custom-ops.md")))
+            return _Poison()
+        try:
+            args = self.normalize(node)
+        except _Poisoned:
+            return _Poison()
+        inputs: list[Value] = []
+        in_map: list[int | None] = []
+        call: list[list[Any]] = []
+        cargs: list[list[Any]] = []
+        plain: list[Any] = []
+        for a in op._schema.arguments:
+            if a.name not in args:
+                continue
+            v = args[a.name]
+            if isinstance(v, Value):
+                call.append([a.name, "tensor", len(inputs)])
+                in_map.append(len(inputs))
+                inputs.append(v)
+            elif isinstance(v, list) and v and all(isinstance(x, Value) for x in v):
+                call.append([a.name, "tensors", list(range(len(inputs), len(inputs) + len(v)))])
+                in_map.extend(range(len(inputs), len(inputs) + len(v)))
+                inputs.extend(v)
+            elif v is None and "Tensor" in str(a.type):
+                call.append([a.name, "tensor?", None])
+                in_map.append(None)
+            else:
+                entry = arg_entry(v)
+                if entry is None:
+                    self.problems.append((target, origin.describe(), f"argument '{a.name}' ({a.type}) = {v!r} "
+                                          "cannot be passed to a C kernel (numbers, bools, strings and lists of "
+                                          "numbers can)"))
+                    return _Poison()
+                call.append([a.name, "value", entry[1]])
+                cargs.append(list(entry))
+                plain.append(entry[1])
+        ctx = LowerCtx(self, node)
+        try:
+            outs = ctx.outs()
+        except KeyError as e:
+            self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
+            return _Poison()
+        if not outs or any(o is None for o in outs):
+            self.problems.append((target, origin.describe(), "a custom op's results must be tensors"))
+            return _Poison()
+        info = [TensorInfo(v.shape, v.dtype, itemsize(v.dtype)) for v in inputs]
+        oinfo = [TensorInfo(v.shape, v.dtype, itemsize(v.dtype)) for v in outs]
+        try:
+            scratch = scratch_bytes(spec, info, oinfo, plain)
+        except KernelError as e:
+            self.problems.append((target, origin.describe(), str(e)))
+            return _Poison()
+        attrs = {"qualname": qual, "function": spec.function, "schema": schema, "call": call, "inputs": in_map,
+                 "args": cargs, "scratch": scratch, "_source": spec.source}
+        self.nodes.append(Node("custom_call", inputs, attrs, list(outs), origin))
+        val = node.meta.get("val")
+        return tuple(outs) if isinstance(val, (list, tuple)) else outs[0]
 
     def normalize(self, node: Any) -> dict[str, Any]:
         """args + kwargs by schema name, defaults filled in, FX nodes replaced by Values."""
@@ -374,5 +583,5 @@ class _Poison:
     """Placeholder result of an unsupported node, so later nodes are still checked."""
 
 
-def lower(ep: Any, name: str) -> Graph:
-    return Lowering(ep, name).run()
+def lower(ep: Any, name: str, kernels: dict[str, Any] | None = None) -> Graph:
+    return Lowering(ep, name, kernels).run()

@@ -15,17 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
-from pt2c.ir import Graph, MemoryPlan, VerifyError, np_dtype
-from pt2c.ops import conv, creation, elementwise, index, matmul, norm, pool, random, reduce, resize, shape, sort
-from pt2c.ops.registry import LOWERINGS, OPS, UNSUPPORTED, OpDef, core_aten_ops, defop, lowers
+from pt2c.ir import LOOPS, Graph, MemoryPlan, VerifyError, reads, schedule, walk
+from pt2c.ops import control, conv, creation, custom, elementwise, index, matmul, norm, pool, random, reduce, resize, shape, sort
+from pt2c.ops.registry import LOWERINGS, OPS, UNSUPPORTED, OpDef, core_aten_ops, defop, eval_graph, lowers
 
 __all__ = ["FAMILIES", "LOWERINGS", "OPS", "UNSUPPORTED", "OpDef", "core_aten_ops", "defop", "eval_graph", "lowers",
            "verify", "verify_plan"]
 
 # the op families, in the order docs/ops.md lists them (each module's docstring says what it holds)
-FAMILIES = (elementwise, creation, shape, index, matmul, conv, pool, resize, norm, reduce, sort, random)
+FAMILIES = (elementwise, creation, shape, index, matmul, conv, pool, resize, norm, reduce, sort, random, control,
+            custom)
 
 
 # ---------------------------------------------------------------- core ATen ops pt2c does not lower, and why
@@ -75,7 +74,21 @@ def verify(graph: Graph, plan: MemoryPlan | None = None) -> None:
         if not _IDENT.match(v.name) or v.name in names:
             raise VerifyError(f"graph input: bad or duplicate value name {v.name!r}")
         name(v, "graph input")
-    for n in graph.nodes:
+    _verify_nodes(graph.nodes, defined, names, name)
+    for v in graph.outputs:
+        if not v.is_const and id(v) not in defined:
+            raise VerifyError(f"output %{v.name} is never defined")
+        if v.is_const:
+            name(v, "graph output")
+    if plan is not None:
+        verify_plan(graph, plan)
+
+
+def _verify_nodes(nodes: list[Any], defined: set[int], names: dict[str, int], name: Any) -> None:
+    """SSA and def-before-use over nodes (defined: ids of the values visible so far, updated); a control-flow
+    node's blocks see what is defined before it (a loop's blocks also its state, the node's outputs), and
+    what they define stays inside them."""
+    for n in nodes:
         if n.op not in OPS:
             raise VerifyError(f"unknown op {n.op!r} in {n!r}")
         for v in n.inputs:
@@ -97,15 +110,23 @@ def verify(graph: Graph, plan: MemoryPlan | None = None) -> None:
             if any(s < 0 for s in v.shape):
                 raise VerifyError(f"{n!r}: negative dimension in %{v.name}")
             name(v, repr(n))
-            defined.add(id(v))
+            if not n.blocks:
+                defined.add(id(v))
+        if n.blocks:
+            if n.op in LOOPS:
+                defined.update(id(v) for v in n.outputs)
+            for b in n.blocks:
+                inner = set(defined)
+                for v in b.inputs:
+                    if id(v) not in defined or not any(v is u for u in n.inputs + n.outputs):
+                        raise VerifyError(f"{n!r}: block {b.name} reads %{v.name}, which is not one of the node's "
+                                          "inputs defined before it")
+                _verify_nodes(b.nodes, inner, names, name)
+                for v in b.outputs:
+                    if not v.is_const and id(v) not in inner:
+                        raise VerifyError(f"{n!r}: block {b.name} returns %{v.name}, which it never defines")
+            defined.update(id(v) for v in n.outputs)
         OPS[n.op].check(n)
-    for v in graph.outputs:
-        if not v.is_const and id(v) not in defined:
-            raise VerifyError(f"output %{v.name} is never defined")
-        if v.is_const:
-            name(v, "graph output")
-    if plan is not None:
-        verify_plan(graph, plan)
 
 
 def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
@@ -124,7 +145,7 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
         if b is None or b.kind != "input" or b.index != i:
             raise VerifyError(f"plan: graph input {i} %{v.name} is not in input buffer {i} ({b})")
     n_alias = 0
-    for n in graph.nodes:
+    for n in walk(graph):
         if OPS[n.op].alias:
             src, out = n.inputs[0], n.outputs[0]
             base, off = aliases.get(src.name, (src.name, 0))
@@ -145,16 +166,16 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
             raise VerifyError(f"plan: graph output {j} %{v.name} is not written into output buffer {j} ({b})")
     # arena buffers: the intervals recomputed from the graph, then a sweep by first write
     life: dict[str, list[int]] = {}
-    for t, n in enumerate(graph.nodes):
-        for v in n.outputs:
+    for t, (n, when) in enumerate(schedule(graph)):
+        for v in n.outputs if when != "end" else ():
             r = root(v.name)
             if r in bufs and bufs[r].kind == "arena":
                 life.setdefault(r, [t, t])
-        for v in n.inputs:
+        for v in reads(n, when):
             r = root(v.name)
             if r in life:
                 life[r][1] = t
-    values = {v.name: v for n in graph.nodes for v in n.outputs}
+    values = {v.name: v for n in walk(graph) for v in n.outputs}
     for k, b in bufs.items():
         if b.kind != "arena":
             continue
@@ -176,25 +197,7 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
                 raise VerifyError(f"plan: %{k} (nodes {life[k]}) and %{k2} (nodes {life[k2]}) are live together "
                                   f"and overlap in the arena ({b}, {b2})")
         live.append((e, k))
-    for n in graph.nodes:
+    for n in walk(graph):
         scratch = OPS[n.op].scratch(n) if OPS[n.op].scratch else 0
         if scratch > plan.scratch_bytes:
             raise VerifyError(f"plan: {n!r} needs {scratch} bytes of scratch, the plan has {plan.scratch_bytes}")
-
-
-def eval_graph(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """Run the graph with each op's numpy reference; checks every result's shape and dtype."""
-    env: dict[int, np.ndarray] = {}
-    for v, x in zip(graph.inputs, inputs, strict=True):
-        env[id(v)] = np.asarray(x)
-    for n in graph.nodes:
-        args = [v.data if v.is_const else env[id(v)] for v in n.inputs]
-        results = OPS[n.op].ref(n, *args)
-        if not isinstance(results, (list, tuple)):
-            results = [results]
-        for v, r in zip(n.outputs, results, strict=True):
-            r = np.asarray(r)
-            if tuple(r.shape) != v.shape:
-                raise VerifyError(f"{n!r}: reference gives shape {r.shape} for %{v.name}, IR says {v.shape}")
-            env[id(v)] = r.astype(np_dtype(v.dtype), copy=False)
-    return [v.data if v.is_const else env[id(v)] for v in graph.outputs]

@@ -11,7 +11,7 @@ from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
-from pt2c.ir import Node, Value
+from pt2c.ir import Graph, Node, Value
 
 
 class LowerCtx(Protocol):
@@ -68,6 +68,11 @@ class EmitCtx(Protocol):
 
     def ptr(self, v: Value) -> str:
         """The C pointer naming v's storage (declared on first use)."""
+        ...
+
+    def block(self, g: Graph, results_to: list[Value], after: Callable[[list[str]], list[str]] | None = None) -> None:
+        """A control-flow block's nodes one level deeper (the caller writes the braces), its results copied
+        into results_to, then the statements after(result pointers)."""
         ...
 
     def scratch(self, node: Node) -> str:

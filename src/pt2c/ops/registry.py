@@ -1,4 +1,5 @@
-"""The op registry: `OpDef` (an IR op), `defop`, `@lowers` and the tables they fill.
+"""The op registry: `OpDef` (an IR op), `defop`, `@lowers` and the tables they fill, and `eval_graph` (a
+graph run with the ops' numpy references; control-flow ops run their blocks with it).
 
 A leaf module: the family modules register into these tables; `pt2c.ops` re-exports them and
 imports every family, so `from pt2c.ops import OPS` always sees the whole op set.
@@ -10,7 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pt2c.ir import VerifyError
+import numpy as np
+
+from pt2c.ir import Graph, VerifyError, np_dtype
 
 if TYPE_CHECKING:
     from pt2c.ir import Node, Value
@@ -175,3 +178,21 @@ def lowers(*targets: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return fn
 
     return deco
+
+
+def eval_graph(graph: Graph, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Run the graph with each op's numpy reference; checks every result's shape and dtype."""
+    env: dict[int, np.ndarray] = {}
+    for v, x in zip(graph.inputs, inputs, strict=True):
+        env[id(v)] = np.asarray(x)
+    for n in graph.nodes:
+        args = [v.data if v.is_const else env[id(v)] for v in n.inputs]
+        results = OPS[n.op].ref(n, *args)
+        if not isinstance(results, (list, tuple)):
+            results = [results]
+        for v, r in zip(n.outputs, results, strict=True):
+            r = np.asarray(r)
+            if tuple(r.shape) != v.shape:
+                raise VerifyError(f"{n!r}: reference gives shape {r.shape} for %{v.name}, IR says {v.shape}")
+            env[id(v)] = r.astype(np_dtype(v.dtype), copy=False)
+    return [v.data if v.is_const else env[id(v)] for v in graph.outputs]

@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from pt2c.ir import Graph, MemoryPlan
+from pt2c.ir import Graph, MemoryPlan, Node, captured
 from pt2c.ops import verify
+from pt2c.ops.control import own_inputs
 from pt2c.options import CompileOptions
 from pt2c.passes.algorithms import choose_algorithms
 from pt2c.passes.attention_views import fold_attention_views
@@ -61,11 +62,39 @@ def run_pass(name: str, p: Pass, graph: Graph) -> Graph:
 
 
 def optimize(graph: Graph, options: CompileOptions | None = None) -> Graph:
+    """The pipeline on the graph, and first on the blocks of its control-flow nodes (each a graph whose
+    inputs are the outer values it reads; afterwards the node's captured inputs are brought up to date)."""
     options = options or CompileOptions()
     verify(graph)
+    for n in graph.nodes:
+        if n.blocks:
+            n.blocks = [_optimize_block(b, options) for b in n.blocks]
+            refresh_captures(n)
     for name, p in pipeline(options):
         graph = run_pass(name, p, graph)
     return graph
+
+
+def _optimize_block(b: Graph, options: CompileOptions) -> Graph:
+    """optimize on a block: to the passes its inputs are graph inputs (no producer), as they are to its code."""
+    producers = [(v, v.producer) for v in b.inputs]
+    for v, _ in producers:
+        v.producer = None
+    try:
+        return optimize(b, options)
+    finally:
+        for v, p in producers:
+            v.producer = p
+
+
+def refresh_captures(n: Node) -> None:
+    """A control node's block inputs and node inputs after its blocks changed (values a pass removed from a
+    block are no longer read; the operands the op itself takes stay first)."""
+    own = n.inputs[:own_inputs(n)]
+    for b in n.blocks:
+        b.inputs = captured(b.nodes)
+    seen = {id(v) for v in own + n.outputs}
+    n.inputs = own + [v for b in n.blocks for v in b.inputs if id(v) not in seen and not seen.add(id(v))]  # type: ignore[func-returns-value]
 
 
 def finish(graph: Graph) -> tuple[Graph, MemoryPlan]:

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from pt2c.ir import Buffer, Graph, MemoryPlan, Node, Value
+from pt2c.ir import Buffer, Graph, MemoryPlan, Node, Value, reads, schedule, walk
 from pt2c.ops import OPS
 from pt2c.ops.elementwise import e_in
 
@@ -49,7 +49,7 @@ def materialize_outputs(g: Graph) -> Graph:
 def plan_memory(g: Graph) -> MemoryPlan:
     values: dict[str, Value] = {v.name: v for v in g.inputs}
     aliases: dict[str, tuple[str, int]] = {}  # view name -> (root name, element offset)
-    for n in g.nodes:
+    for n in walk(g):
         for v in n.inputs + n.outputs:
             values.setdefault(v.name, v)
         if OPS[n.op].alias:
@@ -72,14 +72,16 @@ def plan_memory(g: Graph) -> MemoryPlan:
         if r.name not in storage and not r.is_const and aliases.get(v.name, ("", 0))[1] == 0 and r.numel == v.numel:
             storage[r.name] = Buffer("output", j, nbytes=r.nbytes)
 
-    # lifetimes of arena roots: [first write, last read]
+    # lifetimes of arena roots: [first write, last read], over the schedule (ir.schedule: control-flow
+    # blocks in line, a loop's outer values and state live until it ends)
     life: dict[str, list[int]] = {}
-    for t, n in enumerate(g.nodes):
-        for v in n.outputs:
+    steps = schedule(g)
+    for t, (n, when) in enumerate(steps):
+        for v in n.outputs if when != "end" else ():
             r = root(v)
             if r.name not in storage and not r.is_const:
                 life.setdefault(r.name, [t, t])
-        for v in n.inputs:
+        for v in reads(n, when):
             r = root(v)
             if r.name in life:
                 life[r.name][1] = max(life[r.name][1], t)
@@ -100,8 +102,8 @@ def plan_memory(g: Graph) -> MemoryPlan:
         arena = max(arena, off + size)
     # lower bound: peak of simultaneously live (aligned) bytes
     peak = 0
-    for t in range(len(g.nodes)):
+    for t in range(len(steps)):
         peak = max(peak, sum(_align(max(values[k].nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
-    scratch = _align(max([OPS[n.op].scratch(n) for n in g.nodes if OPS[n.op].scratch] or [0]))
+    scratch = _align(max([OPS[n.op].scratch(n) for n in walk(g) if OPS[n.op].scratch] or [0]))
     return MemoryPlan(storage, aliases, arena_bytes=arena, scratch_bytes=scratch, lower_bound=peak, align=ALIGN,
                       values=values)

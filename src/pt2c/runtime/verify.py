@@ -235,6 +235,9 @@ def random_inputs(specs: Sequence[dict], seed: int = 0) -> list[np.ndarray]:
     return arrays
 
 
+SANITIZE_FLAGS = "-g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -DPT2C_CHECKED_CALLS"
+
+
 def _user_input_specs(ep: Any) -> list[dict]:
     """(name, shape, dtype) of an ExportedProgram's user inputs, from placeholder metadata."""
     import torch
@@ -248,6 +251,8 @@ def _user_input_specs(ep: Any) -> list[dict]:
         if n.op != "placeholder" or n.name not in names:
             continue
         val = n.meta.get("val")
+        if val is None or type(val) in (bool, int, float, str):
+            continue  # a Python value fixed at export (use_cache=False): not an input of the artifact
         if not isinstance(val, torch.Tensor):
             raise InputError(f"input {n.name!r} is not a tensor; pass inputs explicitly")
         try:
@@ -472,16 +477,19 @@ def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray],
     return report
 
 
-def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None, inputs: Sequence[Any] | None = None,
+def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None, example_kwargs: dict | None = None,
+           inputs: Sequence[Any] | None = None,
            target: str = "native", cc: str | None = None, cflags: str | None = None, openmp: bool = True, seed: int = 0,
            tol: float = 1e-4, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
            threads: int | Sequence[int] = 1, command: str = "",
            progress: Callable[[str], None] | None = None, launcher: str | None = None,
-           on_target: bool | None = None, force: bool = False) -> VerifyReport:
+           on_target: bool | None = None, force: bool = False, kernels: Any = None,
+           decompose: Any = (), sanitize: bool = False) -> VerifyReport:
     """Compile, build and run ``src`` and compare every output with PyTorch eager.
 
     src:     a ``.pt2`` path, an ``ExportedProgram``, or an ``nn.Module`` (with
-             ``example_inputs`` or ``inputs``).
+             ``example_inputs`` or ``inputs``, and ``example_kwargs``: keyword arguments such as
+             ``use_cache=False``, fixed at export).
     out_dir: where the artifact goes; None: a temporary folder, removed afterwards. A new or empty
              folder, or one pt2c wrote before (checked first: OutputError); ``force``: any folder
              (see ``pt2c.compile``).
@@ -499,6 +507,9 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
     on_target: force (True) or forbid (False) the driver path; None (default): used when
              ``launcher`` is given or ``cc`` is a cross compiler (:func:`is_cross_compiler`;
              then the executable runs directly, e.g. through binfmt_misc).
+    sanitize: build the driver with AddressSanitizer + UndefinedBehaviorSanitizer (and
+             ``-DPT2C_CHECKED_CALLS``: every custom op kernel gets its tensors and scratch in
+             buffers of exactly their size), so an out-of-bounds access fails the run.
     """
     import torch
 
@@ -508,6 +519,9 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
 
     step = progress or (lambda s: None)
     tspec = target_spec(get_targets(target))  # ValueError early for a bad target
+    if sanitize:
+        on_target = True
+        cflags = SANITIZE_FLAGS + (" " + cflags if cflags else " -O1 -std=c99")
     if on_target is None:
         on_target = bool(launcher) or is_cross_compiler(cc)
     thread_list = [int(threads)] if isinstance(threads, int) else [int(t) for t in threads]
@@ -526,7 +540,7 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
         eager = ep.module()
 
     # -- inputs
-    kwargs: dict = {}
+    kwargs: dict = dict(example_kwargs or {})  # an nn.Module's keyword arguments (use_cache=False ...)
     if inputs is not None:
         if isinstance(inputs, dict):
             specs = _user_input_specs(ep) if ep is not None else None
@@ -561,7 +575,18 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
     # -- reference first (compiling decomposes the program; keep eager independent of that)
     step("eager")
     with torch.inference_mode():
-        ref_out = eager(*args, **kwargs)
+        try:
+            ref_out = eager(*args, **kwargs)
+        except (NotImplementedError, RuntimeError) as e:
+            from pt2c.frontend.customops import declared_ops
+
+            missing = [q for q in declared_ops() if q.split(".")[0] in str(e)]
+            if not missing:
+                raise
+            raise InputError(f"PyTorch cannot run the program for reference: custom op {missing[0]} has no "
+                             "implementation in this process (pt2c declared it from the .pt2 to compile it).\n"
+                             "What to try: import the library that defines it first (pt2c verify --import "
+                             "FILE.py).") from None
     refs = [_to_numpy(t) for t in _tensor_leaves(ref_out)]
 
     # -- compile, build, load, run
@@ -576,19 +601,26 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
         step("compile")
         t0 = time.perf_counter()
         if isinstance(src, torch.nn.Module):
-            ex_args = tuple(args) if source != "example" or not kwargs else None
-            if ex_args is None:
-                raise InputError("nn.Module example inputs with keyword arguments are not supported; export it first")
-            art = pt2c.compile(src, work, example_inputs=ex_args, target=tspec, name=name, openmp=openmp,
-                               opt_level=opt_level, command=command, force=force)
+            art = pt2c.compile(src, work, example_inputs=tuple(args), example_kwargs=kwargs, target=tspec, name=name,
+                               openmp=openmp, opt_level=opt_level, command=command, force=force, kernels=kernels, decompose=decompose)
         else:
             art = pt2c.compile(src, work, target=tspec, name=name, openmp=openmp, opt_level=opt_level,
-                               command=command, force=force)
+                               command=command, force=force, kernels=kernels, decompose=decompose)
         compile_s = time.perf_counter() - t0
 
         if on_target:
-            return _verify_on_target(work, art, tspec, refs, arrays, source, tol, tmp is not None, compile_s,
-                                     cc or "cc", cflags, launcher, time_it, runs, step, eager, args, kwargs)
+            try:
+                return _verify_on_target(work, art, tspec, refs, arrays, source, tol, tmp is not None, compile_s,
+                                         cc or "cc", cflags, launcher, time_it, runs, step, eager, args, kwargs)
+            except Exception as e:
+                found = re.findall(r"^(?:==\d+==ERROR: .*|SUMMARY: .*|.*runtime error: .*)$", str(e), re.M)
+                if not (sanitize and found):
+                    raise
+                from pt2c.runtime.runner import RunError
+
+                raise RunError("the sanitizers caught a memory or undefined-behaviour error:\n  "
+                               + "\n  ".join(dict.fromkeys(found)) + "\n(the full report: rerun with -o DIR and "
+                               "run DIR's driver; a custom op kernel is named by its file in custom_ops/)") from None
 
         step("build")
         t0 = time.perf_counter()
