@@ -129,6 +129,10 @@ PWDW_SHAPES = [
     ("mbv2 56 24->144 /2", 24, 56, 144, 2),
     ("mbv2 28 32->192", 32, 28, 192, 1),
     ("mbv2 14 64->384", 64, 14, 384, 1),
+    # EfficientNet-B7 at 600 x 600 (3x3 stand-ins for its 5x5): large planes, few channels per group
+    ("b7 300 32->192 /2", 32, 300, 192, 2),
+    ("b7 150 48->288", 48, 150, 288, 1),
+    ("b7 75 80->480", 80, 75, 480, 1),
 ]
 
 # (name, C, H, OC, k, stride, pad); OC == 0: depthwise (OC = C, groups = C, ReLU6 like MobileNetV2)

@@ -65,3 +65,36 @@ def llama_1b():
     cfg = LlamaConfig(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22, num_attention_heads=32,
                       num_key_value_heads=4, vocab_size=32000)
     return _LogitsOnly(LlamaForCausalLM(cfg)).eval(), (torch.randint(0, 32000, (1, 64)),)
+
+
+def mixtral_2l():
+    """transformers' Mixtral at bench/corpus.py's scaled-down width (768 wide, 8 experts of 3072, top 2, 12 heads
+    with 4 key/value heads, 32000 tokens) with 2 layers, 128 tokens, batched experts (static shapes), logits only"""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    torch.manual_seed(0)
+    cfg = MixtralConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=2, num_attention_heads=12,
+                        num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2, vocab_size=32000,
+                        sliding_window=None, use_cache=False)
+    cfg._attn_implementation = "sdpa"
+    cfg._experts_implementation = "batched_mm"
+    return _LogitsOnly(MixtralForCausalLM(cfg)).eval(), (torch.randint(0, 32000, (1, 128)),)
+
+
+def regnet_y_040():
+    """transformers' RegNet at its default configuration (RegNetY-4.0GF: grouped 3x3 convs of group width 64,
+    squeeze-and-excitation) at 224 x 224"""
+    from transformers import RegNetConfig, RegNetModel
+
+    torch.manual_seed(0)
+    return RegNetModel(RegNetConfig()).eval(), (torch.randn(1, 3, 224, 224),)
+
+
+def efficientnet_b7():
+    """transformers' EfficientNet at its default configuration (B7: 600 x 600, depthwise 3x3 / 5x5 convs with
+    TF "same" padding, squeeze-and-excitation)"""
+    from transformers import EfficientNetConfig, EfficientNetModel
+
+    torch.manual_seed(0)
+    cfg = EfficientNetConfig()
+    return EfficientNetModel(cfg).eval(), (torch.randn(1, 3, cfg.image_size, cfg.image_size),)

@@ -17,6 +17,7 @@ from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
+from pt2c.ops.index import check_index
 from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
 from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result, within
 from pt2c.ops.shape import make_strided
@@ -159,6 +160,63 @@ defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_sc
       scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats_ex(%d, %d, %d, 0, %d)" % (
           *_matmul_dims(n), 1 if n.attrs.get("b_packed") else 0),
       flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n), describe=_describe_matmul)
+
+
+# ---------------------------------------------------------------- gathered_matmul (mixture-of-experts layers)
+# y[s] = W[ids[s]] x[s] (form "wx", W: [E, N, K]) or x[s] W[ids[s]] (form "xw", W: [E, K, N]), for the rows s of x
+# ([S, K, 1] or [S, 1, K]) and y ([S, N, 1] / [S, 1, N]): what passes/gathered.py makes of a batched matmul whose
+# weight operand is a gather of a constant by a run-time index.  The kernel groups the rows by weight.
+
+def _ref_gathered_matmul(node: Node, x: np.ndarray, ids: np.ndarray, w: np.ndarray) -> np.ndarray:
+    E = w.shape[0]
+    i = check_index(ids, E, True, "gather")
+    xs = x.reshape(x.shape[0], -1).astype(np.float64)
+    ws = w.astype(np.float64)[i.reshape(-1)]
+    y = (np.einsum("snk,sk->sn", ws, xs) if node.attrs["form"] == "wx" else np.einsum("sk,skn->sn", xs, ws))
+    return y.astype(np.float32).reshape(node.outputs[0].shape)
+
+
+def _gathered_dims(node: Node) -> tuple[int, int, int, int]:
+    at = node.attrs
+    return node.inputs[1].numel, node.inputs[2].shape[0], at["N"], at["K"]
+
+
+def _emit_gathered_matmul(em: EmitCtx, node: Node) -> None:
+    x, ids, w = node.inputs
+    S, E, N, K = _gathered_dims(node)
+    rsb, csb = (1, K) if node.attrs["form"] == "wx" else (N, 1)
+    em.errors.add("INDEX")
+    em.line(f"if (pt2c_gathered_gemm({em.ptr(node.outputs[0])}, {em.ptr(x)}, {em.ptr(ids)}, {em.ptr(w)}, {S}, {E}, "
+            f"{N}, {K}, {rsb}, {csb}, {em.scratch(node)})) return PT2C_ERR_INDEX;")
+
+
+def _gathered_scratch(node: Node) -> int:
+    S, E, N, K = _gathered_dims(node)
+    r16 = lambda n: (n + 15) // 16 * 16  # noqa: E731
+    return 4 * (r16(2 * (S + E + 1)) + r16(S * K) + r16(S * N) + sgemm_scratch_floats(S, N, K))
+
+
+def _check_gathered_matmul(node: Node) -> None:
+    arity(node, 3)
+    x, ids, w = node.inputs
+    at = node.attrs
+    need(at.get("form") in ("wx", "xw") and type(at.get("N")) is int and type(at.get("K")) is int, f"attrs {at}")
+    need(w.is_const and len(w.shape) == 3, "the weights are a constant [E, ., .]")
+    dtype_in(ids, ("int64",), "ids")
+    dtype_in(x, ("float32",), "x")
+    S, E, N, K = _gathered_dims(node)
+    wx = at["form"] == "wx"
+    need(w.shape[1:] == ((N, K) if wx else (K, N)), f"weights {list(w.shape)} for N={N}, K={K}")
+    need(len(ids.shape) == 1 and x.shape == ((S, K, 1) if wx else (S, 1, K)), f"x {list(x.shape)}, ids {list(ids.shape)}")
+    result(node.outputs[0], (S, N, 1) if wx else (S, 1, N), "float32")
+
+
+defop("gathered_matmul", _ref_gathered_matmul, _emit_gathered_matmul, kernels=("gathered_gemm",),
+      scratch=_gathered_scratch, rule=_check_gathered_matmul,
+      scratch_c=lambda n: "4 * pt2c_gathered_gemm_scratch_floats(%d, %d, %d, %d)" % _gathered_dims(n),
+      flops=lambda n: 2 * n.outputs[0].numel * n.attrs["K"],
+      describe=lambda n: f"matmul with weights chosen per row by an index ({n.inputs[2].shape[0]} weights, "
+                         "rows grouped by weight)")
 
 
 def make_matmul(ctx: LowerCtx, a: Value, b: Value, bias: Value | None, out: Value) -> Value:

@@ -18,6 +18,7 @@ from pt2c.passes.algorithms import choose_algorithms
 from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
+from pt2c.passes.gathered import fuse_gathered_matmul
 from pt2c.passes.memory import materialize_outputs, plan_memory
 from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
@@ -35,6 +36,7 @@ def pipeline(options: CompileOptions) -> list[tuple[str, Pass]]:
         ("dce", dce),
         ("fold_pads", fold_pads),
         ("fold_batchnorm", fold_batchnorm),
+        ("fuse_gathered_matmul", fuse_gathered_matmul),
         ("fuse_epilogues", fuse_epilogues),
         ("fuse_views", fuse_views),
         ("fuse_elementwise", fuse_elementwise),
