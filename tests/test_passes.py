@@ -343,6 +343,33 @@ def test_choose_algorithms_records_each_convs_kernel():
         check_pass(lambda g, w=winograd: choose_algorithms(g, winograd=w), before, expected)
 
 
+def test_grouped_3x3_convs_run_winograd_per_group(tmp_path):
+    """RegNet-style grouped 3x3 convs (group width 32 and 16) take Winograd, one kernel call per image and
+    group with the bias and the residual offset to the group; batch 2; against eager (tolerance 1e-4 *
+    max(1, max|ref|), Winograd's transforms round more than a direct conv)."""
+    import pt2c
+    from conftest import assert_outputs_close, build_and_run
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = nn.Conv2d(64, 64, 3, padding=1, groups=2)
+            self.b = nn.Conv2d(64, 96, 3, padding=1, groups=4, bias=False)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)) + x).relu()
+
+    torch.manual_seed(0)
+    m = M().eval()
+    x = torch.randn(2, 64, 20, 20)
+    g, _ = to_graph(torch.export.export(m, (x,)))
+    assert [(n.attrs["algo"], n.attrs["groups"]) for n in g.nodes if n.op == "conv2d"] == [("winograd", 2),
+                                                                                         ("winograd", 4)]
+    pt2c.compile(m, tmp_path / "out", example_inputs=(x,), target="x86_64-v3")
+    with torch.no_grad():
+        assert_outputs_close(build_and_run(tmp_path / "out", [x.numpy()]), [m(x).numpy()], "grouped Winograd")
+
+
 # ---------------------------------------------------------------- prepack
 
 def test_prepack_lays_constant_weights_out_for_their_kernel():

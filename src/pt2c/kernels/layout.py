@@ -57,16 +57,20 @@ WINO_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 /
                    [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])
 
 
-def pack_winograd_weight(w: np.ndarray) -> np.ndarray:
+def pack_winograd_weight(w: np.ndarray, groups: int = 1) -> np.ndarray:
     """OIHW 3x3 conv weight -> the 36 A operands of pt2c_conv2d_wino: for each position
     xi = r*6 + s of the 6x6 transform, U_xi[o, c] = (G w[o, c] G^T)[r, s] (computed in float64),
-    packed with pack_a; the 36 matrices follow one another."""
+    packed with pack_a; the 36 matrices follow one another.  Grouped (w: [O, C/groups, 3, 3]): the 36
+    operands of each group's O/groups filters, group after group (one kernel call per group)."""
     w = np.asarray(w, dtype=np.float64)
-    if w.ndim != 4 or w.shape[2:] != (3, 3):
+    if w.ndim != 4 or w.shape[2:] != (3, 3) or w.shape[0] % groups:
         raise ValueError(f"pack_winograd_weight expects OIHW 3x3, got shape {w.shape}")
-    u = np.einsum("rk,ocks,ts->rtoc", WINO_G, w, WINO_G)  # (6, 6, O, C)
-    u = u.reshape(36, w.shape[0], w.shape[1]).astype(np.float32)
-    return np.concatenate([pack_a(u[i]) for i in range(36)])
+    out = []
+    for wg in np.split(w, groups):
+        u = np.einsum("rk,ocks,ts->rtoc", WINO_G, wg, WINO_G)  # (6, 6, O/groups, C/groups)
+        u = u.reshape(36, wg.shape[0], wg.shape[1]).astype(np.float32)
+        out += [pack_a(u[i]) for i in range(36)]
+    return np.concatenate(out)
 
 
 def pack_conv_weight_t(w: np.ndarray) -> np.ndarray:

@@ -70,13 +70,15 @@ def is_depthwise(node: Node) -> bool:
 
 def use_winograd(node: Node) -> bool:
     """Winograd F(4x4, 3x3) (pt2c_conv2d_wino) instead of im2col + GEMM: 3x3, stride 1,
-    dilation 1, ungrouped, and enough output pixels and channels for the 4x fewer
-    multiplications to pay for the transforms (bench/conv_bench.py)."""
+    dilation 1, and enough output pixels and channels (per group: a grouped conv runs the kernel
+    once per group, RegNet's group width 64) for the 4x fewer multiplications to pay for the
+    transforms (bench/conv_bench.py)."""
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
-    C, OC, OH, OW = x.shape[1], out.shape[1], out.shape[2], out.shape[3]
+    G = at["groups"]
+    C, OC, OH, OW = x.shape[1] // G, out.shape[1] // G, out.shape[2], out.shape[3]
     return (tuple(at["kernel"]) == (3, 3) and tuple(at["stride"]) == (1, 1) and tuple(at["dilation"]) == (1, 1)
-            and at["groups"] == 1 and C >= 16 and OC >= 16 and ((OH + 3) // 4) * ((OW + 3) // 4) >= 16)
+            and not is_depthwise(node) and C >= 16 and OC >= 16 and ((OH + 3) // 4) * ((OW + 3) // 4) >= 16)
 
 
 def use_smallp(node: Node) -> bool:
@@ -118,7 +120,7 @@ def packed_conv_weight_size(node: Node) -> int:
     C, OC, G = node.inputs[0].shape[1], node.outputs[0].shape[1], at["groups"]
     KH, KW = at["kernel"]
     if at["algo"] == "winograd":
-        return 36 * layout.packed_a_size(OC, C)
+        return G * 36 * layout.packed_a_size(OC // G, C // G)
     if at["algo"] == "smallp":
         return layout.packed_b_size(C * KH * KW, OC)
     return G * layout.packed_a_size(OC // G, C // G * KH * KW)
@@ -131,11 +133,16 @@ def unpack_conv_weight(node: Node, p: np.ndarray) -> np.ndarray:
     C, OC, G = node.inputs[0].shape[1], node.outputs[0].shape[1], at["groups"]
     KH, KW = at["kernel"]
     p = np.asarray(p).reshape(-1)
-    if at["algo"] == "winograd":
-        sz = layout.packed_a_size(OC, C)
-        u = np.stack([unpack_a(p[i * sz:(i + 1) * sz], OC, C) for i in range(36)]).reshape(6, 6, OC, C)
+    if at["algo"] == "winograd":  # per group: 36 packed A operands of OC/G x C/G
+        O, I = OC // G, C // G
+        sz = layout.packed_a_size(O, I)
         g_inv = np.linalg.pinv(layout.WINO_G)  # 3 x 6: G^+ (G w G^T) G^+T = w
-        return np.einsum("kr,rtoc,st->ocks", g_inv, u.astype(np.float64), g_inv)
+        parts = []
+        for g in range(G):
+            pg = p[g * 36 * sz:(g + 1) * 36 * sz]
+            u = np.stack([unpack_a(pg[i * sz:(i + 1) * sz], O, I) for i in range(36)]).reshape(6, 6, O, I)
+            parts.append(np.einsum("kr,rtoc,st->ocks", g_inv, u.astype(np.float64), g_inv))
+        return np.concatenate(parts)
     if at["algo"] == "smallp":
         return unpack_b(p, C * KH * KW, OC).T.reshape(OC, C, KH, KW)
     sz, k = layout.packed_a_size(OC // G, C // G * KH * KW), C // G * KH * KW
@@ -168,7 +175,7 @@ def _check_conv2d(node: Node) -> None:
     if algo is not None:
         need((algo == "depthwise") == is_depthwise(node), f"algorithm {algo} for groups {G} of {C} channels")
         need(algo != "winograd" or (tuple(at["kernel"]) == (3, 3) and tuple(at["stride"]) == (1, 1)
-                                    and tuple(at["dilation"]) == (1, 1) and G == 1), "Winograd on a conv that is not 3x3/1")
+                                    and tuple(at["dilation"]) == (1, 1)), "Winograd on a conv that is not 3x3/1")
         need(algo != "smallp" or G == 1, "smallp on a grouped conv")
     if at.get("w_packed"):
         need(at["w_packed"] is True and algo not in (None, "depthwise"), f"packed weights for algorithm {algo}")
@@ -190,9 +197,30 @@ def _emit_conv2d(em: EmitCtx, node: Node) -> None:
     if is_depthwise(node):
         em.line(f"pt2c_conv2d_depthwise({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
-    elif at.get("algo") == "winograd":
+    elif at.get("algo") == "winograd" and at["groups"] == 1:
         em.line(f"pt2c_conv2d_wino({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {ph}, {pw}, {OH}, {OW}, "
                 f"{em.scratch(node)}); /* Winograd F(4x4, 3x3) */")
+    elif at.get("algo") == "winograd":  # one call per image and group, its epilogue offset to the group
+        # (loop variables with "__": generated value names never contain it, so none is shadowed)
+        G = at["groups"]
+        Cg, OCg = C // G, OC // G
+        wsz = 36 * layout.packed_a_size(OCg, Cg)
+        em.line(f"for (int n__ = 0; n__ < {N}; n__++) {{")
+        em.line(f"    for (int g__ = 0; g__ < {G}; g__++) {{")
+        em.line(f"        const size_t o__ = ((size_t)n__ * {OC} + (size_t)g__ * {OCg}) * {OH * OW};")
+        egp = "NULL"
+        if ep != "NULL":
+            em.line("        pt2c_epilogue ep__ = ep;")
+            if at.get("has_bias"):
+                em.line(f"        ep__.bias += g__ * {OCg};")
+            if at.get("has_residual"):
+                em.line("        ep__.residual += o__;")
+            egp = "&ep__"
+        em.line(f"        pt2c_conv2d_wino({Y} + o__, {X} + ((size_t)n__ * {C} + (size_t)g__ * {Cg}) * {H * W}, "
+                f"{Wt} + (size_t)g__ * {wsz}, {egp}, 1, {Cg}, {H}, {W}, {OCg}, {ph}, {pw}, {OH}, {OW}, "
+                f"{em.scratch(node)}); /* Winograd F(4x4, 3x3), group g__ */")
+        em.line("    }")
+        em.line("}")
     elif at.get("algo") == "smallp":
         em.line(f"pt2c_conv2d_smallp({Y}, {X}, {Wt}, {ep}, {N}, {C}, {H}, {W}, {OC}, {KH}, {KW}, "
                 f"{sh}, {sw}, {ph}, {pw}, {dh}, {dw}, {OH}, {OW}, {em.scratch(node)});")
@@ -217,7 +245,8 @@ def _conv_scratch_call(node: Node) -> tuple[Callable[..., int], list[int]]:
     at = node.attrs
     x, out = node.inputs[0], node.outputs[0]
     if at.get("algo") == "winograd":
-        return scratch.conv2d_wino_scratch_floats, [x.shape[1], out.shape[1], out.shape[2], out.shape[3]]
+        G = at["groups"]
+        return scratch.conv2d_wino_scratch_floats, [x.shape[1] // G, out.shape[1] // G, out.shape[2], out.shape[3]]
     if at.get("algo") == "smallp":
         return scratch.conv2d_smallp_scratch_floats, [x.shape[1], x.shape[2], x.shape[3], out.shape[1], *at["kernel"],
                                                       *at["stride"], *at["padding"], *at["dilation"], out.shape[2],

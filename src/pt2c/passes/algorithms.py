@@ -2,7 +2,8 @@
 conv_algorithm) before prepacking, which lays the weights out for it.
 
 - "depthwise": groups == channels (direct kernels, weights unpacked);
-- "winograd": 3x3 stride 1, wide enough to pay for the transforms (ops/conv.py: use_winograd), when
+- "winograd": 3x3 stride 1, wide enough to pay for the transforms (ops/conv.py: use_winograd; grouped convs
+  by their per-group width, one kernel call per group), when
   the options allow it (CompileOptions.use_winograd: --no-winograd, freestanding, opt_level 0 turn it off);
 - "smallp": few output pixels (use_smallp);
 - "im2col": everything else (1x1 convs read the input in place).

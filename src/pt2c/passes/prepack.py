@@ -38,7 +38,7 @@ def prepack(g: Graph) -> Graph:
             if algo is None:
                 raise ValueError(f"prepack: {n!r} has no algorithm (passes/algorithms.py runs first)")
             if algo == "winograd":  # 36 transformed filters, each a GEMM A operand
-                pack = lambda w=w: layout.pack_winograd_weight(w.data)  # noqa: E731
+                pack = lambda w=w, gr=n.attrs["groups"]: layout.pack_winograd_weight(w.data, gr)  # noqa: E731
             elif algo == "smallp":  # few output pixels: W^T as the GEMM's B operand
                 pack = lambda w=w: layout.pack_conv_weight_t(w.data)  # noqa: E731
             else:
