@@ -200,3 +200,43 @@ def test_worked_example_llama_with_a_fused_c_rms_norm(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert "5 RMS norms call mylib::rms_norm" in r.stdout and "verify: PASS" in r.stdout
     assert "ran from C: logits [1, 16, 1000]" in r.stdout
+
+
+@torch.library.custom_op("mylib::tagged_scale", mutates_args=())
+def tagged_scale(x: torch.Tensor, tag: str) -> torch.Tensor:
+    return x * (2.0 if tag == 'say "hi"\\?' else 1.0)
+
+
+@tagged_scale.register_fake
+def _(x: torch.Tensor, tag: str) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_string_argument_and_buffer_names_that_match_the_kernels_locals(tmp_path: Path) -> None:
+    """A str argument with quotes, a backslash and a '?' reaches the kernel escaped (codegen/escape.py's
+    c_string), and buffers named `in` / `out` / `args` (module names) do not collide with the call's locals."""
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = torch.nn.Linear(4, 4)
+            self.args = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.args(torch.ops.mylib.tagged_scale(self.out(x), 'say "hi"\\?'))
+
+    src = ('#include <string.h>\n#include "pt2c_custom_op.h"\n'
+           "int mylib_tagged_scale(const pt2c_tensor *out, const pt2c_tensor *in, const pt2c_arg *args,\n"
+           "                       void *scratch, size_t scratch_bytes)\n{\n"
+           "    const float *x = (const float *)in[0].data;\n    float *y = (float *)out[0].data;\n"
+           "    const float s = args[0].kind == PT2C_ARG_STR && strcmp(args[0].s, \"say \\\"hi\\\"\\\\\\?\") == 0 ? 2.0f : 1.0f;\n"
+           "    int64_t i;\n    (void)scratch;\n    (void)scratch_bytes;\n"
+           "    for (i = 0; i < in[0].numel; i++) y[i] = x[i] * s;\n    return 0;\n}\n")
+    pt2c.register_kernel("mylib::tagged_scale", src)
+    try:
+        m = M().eval()
+        x = torch.randn(3, 4)
+        outs = _run(tmp_path, m, (x,))
+    finally:
+        pt2c.custom.unregister_kernel("mylib::tagged_scale")
+    with torch.no_grad():
+        assert_outputs_close(outs, [m(x).numpy()], "str argument")

@@ -13,7 +13,7 @@ from importlib import resources
 
 import numpy as np
 
-from pt2c.codegen.escape import c_comment
+from pt2c.codegen.escape import c_comment, c_string
 from pt2c.ir import Graph, Node, Value, ctype
 from pt2c.ops import OPS
 from pt2c.ops.util import lit
@@ -116,6 +116,10 @@ class Emitter:
     def is_readonly(self, v: Value) -> bool:
         r = self.plan.root(v)
         return r.is_const or self.plan.storage.get(id(r)) is not None and self.plan.storage[id(r)].kind == "input"
+
+    @staticmethod
+    def string(text: str) -> str:
+        return c_string(text)
 
     def ptr(self, v: Value) -> str:
         if id(v) not in self.declared:

@@ -349,11 +349,12 @@ class Lowering:
         return res
 
     # ------------------------------------------------------------ control flow
-    def lower_block(self, gm: Any, bindings: list[Any], name: str) -> Graph | None:
+    def lower_block(self, gm: Any, bindings: list[Any], name: str, own_results: bool = True) -> Graph | None:
         """A subgraph (a cond branch, a loop's cond or body) as a block: its placeholders bound to the given
         outer values, its nodes lowered into a node list of its own, its results made values the block
-        defines (a copy where it returns an outer value, a constant or one value twice).  None if a node
-        failed (the problem is recorded)."""
+        defines (own_results: a copy where it returns an outer value, a constant or one value twice; not
+        for a branch taken at compile time, whose nodes go in line).  None if a node failed (the problem
+        is recorded)."""
         saved = (self.nodes, self.env, self.module)
         self.nodes, self.env, self.module = [], {}, gm
         try:
@@ -373,7 +374,7 @@ class Lowering:
                 return None
             inner = {id(v) for n in self.nodes for v in n.outputs}
             seen: set[int] = set()
-            for i, r in enumerate(results):
+            for i, r in enumerate(results if own_results else []):
                 if id(r) not in inner or id(r) in seen or r.producer is None or OPS[r.producer.op].alias:
                     cp = self.new_value(f"{name}_result{i}", r.shape, r.dtype)
                     self.nodes.append(Node("ew", [r], {"expr": e_in(r.dtype, 0)}, [cp]))
@@ -409,7 +410,7 @@ class Lowering:
                 return _Poison()
             if p.is_const:  # decided at compile time: the taken branch, in line
                 blk = self.lower_block(module(then_gm if bool(np.asarray(p.data).reshape(-1)[0]) else else_gm),
-                                       ops, f"{base}_branch")
+                                       ops, f"{base}_branch", own_results=False)
                 if blk is None:
                     return _Poison()
                 self.nodes += blk.nodes

@@ -66,6 +66,10 @@ class EmitCtx(Protocol):
         """A float32 C literal."""
         ...
 
+    def string(self, text: str) -> str:
+        """text as a C string literal (codegen/escape.py: c_string, the one escaping function)."""
+        ...
+
     def ptr(self, v: Value) -> str:
         """The C pointer naming v's storage (declared on first use)."""
         ...

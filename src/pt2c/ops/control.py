@@ -93,7 +93,7 @@ def _emit_scan(em: EmitCtx, node: Node) -> None:
     c, m, r = node.attrs["n_carry"], node.attrs["n_xs"], node.attrs["n_ys"]
     carry, ys, slices = node.outputs[:c], node.outputs[c:c + r], node.outputs[c + r:]
     xs = node.inputs[c:c + m]
-    step = f"{node.outputs[0].name}_step"
+    step = f"{node.outputs[0].name}__step"  # (generated value names never contain "__": nothing shadowed)
     for v, init in zip(carry, node.inputs):
         em.line(f"memcpy({em.ptr(v)}, {em.ptr(init)}, {v.nbytes});")
     em.line(f"for (int64_t {step} = 0; {step} < {node.attrs['length']}; {step}++) {{")

@@ -87,8 +87,8 @@ def _emit_custom(em: EmitCtx, node: Node) -> None:
                 rows.append("{NULL, NULL, -1, -1, 0}")
                 continue
             p, v = it
-            decls.append(f"static const int64_t {kind}{j}_sizes[] = {{{', '.join(map(str, v.shape)) or '1'}}};")
-            rows.append(f"{{(void *){p}, {kind}{j}_sizes, {len(v.shape)}, PT2C_DTYPE_{v.dtype.upper()}, {v.numel}}}")
+            decls.append(f"static const int64_t {kind}{j}__sizes[] = {{{', '.join(map(str, v.shape)) or '1'}}};")
+            rows.append(f"{{(void *){p}, {kind}{j}__sizes, {len(v.shape)}, PT2C_DTYPE_{v.dtype.upper()}, {v.numel}}}")
         return ", ".join(rows)
 
     in_rows, out_rows = tensors("in", ins), tensors("out", outs)
@@ -100,29 +100,28 @@ def _emit_custom(em: EmitCtx, node: Node) -> None:
         elif kind == "float":
             f = _c_double(v)
             i = str(int(v)) if np.isfinite(v) and abs(v) < 2 ** 63 else "0"
-        elif kind == "str":  # every byte but letters, digits and a few marks as an octal escape
-            s = '"' + "".join(chr(b) if b < 128 and (chr(b).isalnum() or chr(b) in " _-.,:") else f"\\{b:03o}"
-                              for b in v.encode()) + '"'
+        elif kind == "str":
+            s = em.string(v)
         elif kind == "ints" and v:
-            decls.append(f"static const int64_t arg{j}_ints[] = {{{', '.join(map(str, v))}}};")
-            n, ints = str(len(v)), f"arg{j}_ints"
+            decls.append(f"static const int64_t arg{j}__ints[] = {{{', '.join(map(str, v))}}};")
+            n, ints = str(len(v)), f"arg{j}__ints"
         elif kind == "floats" and v:
-            decls.append(f"static const double arg{j}_floats[] = {{{', '.join(_c_double(x) for x in v)}}};")
-            n, floats = str(len(v)), f"arg{j}_floats"
+            decls.append(f"static const double arg{j}__floats[] = {{{', '.join(_c_double(x) for x in v)}}};")
+            n, floats = str(len(v)), f"arg{j}__floats"
         arg_rows.append(f"{{PT2C_ARG_{kind.upper()}, {i}, {f}, {n}, {ints}, {floats}, {s}}}")
     for d in decls:
         em.line(d)
     if arg_rows:
-        em.line(f"static const pt2c_arg args[] = {{{', '.join(arg_rows)}}};")
-    em.line(f"const pt2c_tensor in[] = {{{in_rows}}};" if ins else "const pt2c_tensor *in = NULL;")
-    em.line(f"const pt2c_tensor out[] = {{{out_rows}}};")
-    args = "args" if arg_rows else "NULL"
+        em.line(f"static const pt2c_arg args__[] = {{{', '.join(arg_rows)}}};")
+    em.line(f"const pt2c_tensor in__[] = {{{in_rows}}};" if ins else "const pt2c_tensor *in__ = NULL;")
+    em.line(f"const pt2c_tensor out__[] = {{{out_rows}}};")
+    args = "args__" if arg_rows else "NULL"
     scratch = (f"{em.scratch(node)}, {at['scratch']}u") if at["scratch"] else "NULL, 0u"
     em.line("#if defined(PT2C_CHECKED_CALLS)")
-    em.line(f"if (pt2c_checked_call({at['function']}, out, {len(outs)}, in, {len(ins)}, {args}, {at['scratch']}u) "
+    em.line(f"if (pt2c_checked_call({at['function']}, out__, {len(outs)}, in__, {len(ins)}, {args}, {at['scratch']}u) "
             "!= 0) return PT2C_ERR_CUSTOM_OP;")
     em.line("#else")
-    em.line(f"if ({at['function']}(out, in, {args}, {scratch}) != 0) return PT2C_ERR_CUSTOM_OP;")
+    em.line(f"if ({at['function']}(out__, in__, {args}, {scratch}) != 0) return PT2C_ERR_CUSTOM_OP;")
     em.line("#endif")
 
 
