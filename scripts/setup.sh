@@ -40,6 +40,17 @@ if command -v clang >/dev/null 2>&1 && ! printf '%s\n' '#include <stddef.h>' '#i
 fi
 rm -f /tmp/pt2c-setup-fuzz.$$
 
+# The CPU OpenCL driver pocl, the ICD loader and the OpenCL headers: the GPU backend's OpenCL artifacts are
+# built and run on it by tests/test_gpu.py (no GPU needed).
+if [ ! -e /etc/OpenCL/vendors/pocl.icd ] || [ ! -e /usr/include/CL/cl.h ] || ! ldconfig -p | grep -q 'libOpenCL.so '; then
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    echo "setup: installing the OpenCL CPU driver (pocl), ICD loader and headers"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends pocl-opencl-icd \
+        ocl-icd-opencl-dev opencl-headers clinfo >/dev/null
+fi
+
 python3 -m pip install -q -r requirements-dev.txt
 python3 -m pip install -q --no-deps -e .
 echo "setup: done ($(python3 -c 'import torch; print("torch", torch.__version__)'), $(gcc --version | head -1), $(clang --version | head -1))"

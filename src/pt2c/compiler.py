@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pt2c.codegen.cwriter import Artifact, write_artifact
+from pt2c.codegen.gpu_host import write_gpu_artifact
 from pt2c.codegen.outdir import MAX_NAME_LEN, OutputFolder, check_name
 from pt2c.errors import OutputError
 from pt2c.frontend.load import decompose, load_program
@@ -59,7 +60,8 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
         g, prov = to_graph(model, example_inputs, opts, example_kwargs)
         g, plan = finish(g)  # outputs materialised, memory planned: each verified
         try:
-            art = write_artifact(g, plan, out.staging, opts, provenance=prov)
+            write = write_gpu_artifact if opts.target.is_gpu else write_artifact
+            art = write(g, plan, out.staging, opts, provenance=prov)
         except OSError as e:  # the staging folder: disk full, quota, ...
             raise OutputError(f"writing the artifact for {out.path} failed: {e}; nothing was written") from e
         out.commit()

@@ -60,6 +60,9 @@ class CompileOptions:
         targets = tuple(get_targets(target))
         # freestanding (bare metal; implied by a freestanding preset such as cortex-m): the library must need no
         # malloc, stdio, threads or files, so the weights are embedded as a const array and OpenMP is off.
+        if targets[0].is_gpu and (embed_weights or freestanding):
+            raise ValueError(f"target {targets[0].name}: GPU artifacts load their weights from <name>.weights "
+                             "(embed_weights / freestanding are CPU options)")
         freestanding = bool(freestanding or targets[0].freestanding)
         if freestanding:
             embed_weights, openmp = True, False

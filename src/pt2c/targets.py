@@ -36,6 +36,12 @@ class Target:
     freestanding: the target has no OS (bare-metal microcontroller): compiling
                  for it implies ``freestanding=True`` (embedded weights, no
                  OpenMP; the library needs no malloc, stdio, threads or files).
+    backend:     ``"c"`` (C99 for a CPU), ``"cuda"`` (CUDA C++ built by nvcc) or
+                 ``"opencl"`` (C99 host code + OpenCL C kernels the driver
+                 compiles at init).
+    gpu_archs:   CUDA: the compute capabilities to build machine code for
+                 (``(80, 90)`` for sm_80 and sm_90); the last one's PTX is
+                 embedded too, for newer GPUs.
     """
 
     name: str
@@ -46,6 +52,12 @@ class Target:
     cross_cc: str = ""
     launcher: str = ""
     freestanding: bool = False
+    backend: str = "c"
+    gpu_archs: tuple[int, ...] = ()
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.backend != "c"
 
     def describe(self) -> str:
         """One line: ``name  (arch, simd)  flags  - description``."""
@@ -203,6 +215,35 @@ _ALIASES: dict[str, str] = {
 }
 
 
+# CUDA architectures built when `--target cuda` names none: Turing, Ampere, Hopper (+ Hopper's PTX)
+CUDA_DEFAULT_ARCHS = (75, 80, 90)
+OPENCL = Target("opencl", "opencl", (), "C99 host code + OpenCL C kernels compiled by the GPU driver at init: "
+                "NVIDIA, AMD, Intel, mobile GPUs and CPU drivers such as pocl", "opencl", backend="opencl")
+
+
+def cuda_target(spec: str) -> Target:
+    """``cuda`` or ``cuda:sm_80,sm_90``: machine code for each listed architecture, and the last one's PTX,
+    which the driver compiles for any newer GPU.  Raises ValueError for a malformed or too old architecture."""
+    _, _, archs = spec.partition(":")
+    nums: list[int] = []
+    for a in [x.strip() for x in archs.split(",") if x.strip()] if archs else []:
+        digits = a.lower().removeprefix("sm_").removeprefix("compute_")
+        if not digits.isdigit() or len(digits) > 3:
+            raise ValueError(f"target {spec!r}: {a!r} is not a CUDA architecture (write sm_75, sm_80, sm_90, ...)")
+        n = int(digits)
+        if n < 75:
+            raise ValueError(f"target {spec!r}: sm_{n} is older than CUDA 13 builds for (sm_75 and newer)")
+        if n in nums:
+            raise ValueError(f"target {spec!r} lists sm_{n} more than once")
+        nums.append(n)
+    nums = nums or list(CUDA_DEFAULT_ARCHS)
+    flags = tuple(f"-gencode=arch=compute_{n},code=sm_{n}" for n in nums) + (
+        f"-gencode=arch=compute_{nums[-1]},code=compute_{nums[-1]}",)
+    name = "cuda:" + ",".join(f"sm_{n}" for n in nums)
+    return Target(name, "cuda", flags, f"CUDA C++ for {', '.join(f'sm_{n}' for n in nums)} (+ PTX of sm_{nums[-1]} "
+                  "for newer GPUs), built by nvcc", "cuda", backend="cuda", gpu_archs=tuple(nums))
+
+
 def get_target(spec: str | Target) -> Target:
     """Return the preset named ``spec`` (case-insensitive; a few aliases such
     as ``arm64`` or ``amd64`` are accepted).  A :class:`Target` is returned as
@@ -210,11 +251,15 @@ def get_target(spec: str | Target) -> Target:
     if isinstance(spec, Target):
         return spec
     key = str(spec).strip().lower().replace(" ", "")
+    if key == "cuda" or key.startswith("cuda:"):
+        return cuda_target(key)
+    if key == "opencl":
+        return OPENCL
     key = _ALIASES.get(key, key)
     try:
         return TARGETS[key]
     except KeyError:
-        valid = ", ".join(TARGETS)
+        valid = ", ".join(TARGETS) + ", cuda[:sm_XX,...], opencl"
         raise ValueError(
             f"unknown target {spec!r}; valid targets: {valid} "
             f"(aliases: {', '.join(sorted(_ALIASES))})"
@@ -234,6 +279,11 @@ def get_targets(spec: str | Target) -> list[Target]:
     in presets other than the x86-64 levels."""
     if isinstance(spec, Target):
         return [spec]
+    key = str(spec).strip().lower().replace(" ", "")
+    if key == "cuda" or key.startswith("cuda:"):
+        return [cuda_target(key)]
+    if key == "opencl":
+        return [OPENCL]
     parts = [p for p in str(spec).split(",") if p.strip()]
     if not parts:
         raise ValueError(f"empty target spec {spec!r}; valid targets: {', '.join(TARGETS)}")
@@ -258,4 +308,4 @@ def target_spec(tgts: list[Target]) -> str:
     return ",".join(t.name for t in tgts)
 
 
-__all__ = ["TARGETS", "X86_LEVELS", "Target", "get_target", "get_targets", "target_spec"]
+__all__ = ["CUDA_DEFAULT_ARCHS", "OPENCL", "cuda_target", "TARGETS", "X86_LEVELS", "Target", "get_target", "get_targets", "target_spec"]

@@ -55,6 +55,13 @@ STATUS = [
     ("ERR_SIGNATURE", "the header this program was compiled with belongs to a different compile of the model than the "
                       "library (signature mismatch): rebuild the program against the library's own header"),
     ("ERR_CUSTOM_OP", "a user kernel of a custom op returned an error (custom_ops/)"),
+    # GPU artifacts (--target cuda / opencl); <name>_last_error(ctx) has the driver's own words
+    ("ERR_NO_DEVICE", "no GPU device or driver was found (CUDA: no device or driver; OpenCL: no platform or device)"),
+    ("ERR_DEVICE", "a GPU driver call failed (see <name>_last_error)"),
+    ("ERR_DEVICE_MEMORY", "the GPU has not enough free memory for the model (<name>_device_memory_size() bytes)"),
+    ("ERR_NO_KERNEL_IMAGE", "the library holds no code for this GPU's architecture (and no PTX the driver can compile): "
+                            "rebuild with the GPU's sm_XX in --target cuda:..."),
+    ("ERR_KERNEL_BUILD", "the OpenCL driver could not compile the model's kernels (the build log: <name>_last_error)"),
 ]
 
 # Init-time ISA check (no SIGILL): when compiled with x86 SIMD flags, <name>_init asks the CPU
@@ -590,6 +597,7 @@ static uint32_t choose_variant(void)
     if embed:
         embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
                     f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob.tobytes())}\n}};\n")
+    WEIGHTS_HELPERS = weights_helpers()
     checks = sorted({OPS[n.op].scratch_c(n) for n in walk(g) if OPS[n.op].scratch_c})
     scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
                             for c in checks if c != "0")
@@ -649,27 +657,7 @@ const char *{name}_strerror(int status)
     return status_messages[status];
 }}
 
-static uint64_t read_le(const unsigned char *p, int n)
-{{
-    uint64_t v = 0;
-    int i;
-    for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}}
-
-/* CRC-32 (zlib's polynomial 0xEDB88320), the checksum pt2c writes into the blob header. */
-static const uint32_t crc_table[256] = {{
-{_CRC_TABLE}
-}};
-
-static uint32_t crc32_of(const unsigned char *p, size_t n)
-{{
-    uint32_t c = 0xFFFFFFFFu;
-    size_t j;
-    for (j = 0; j < n; j++) c = crc_table[(c ^ p[j]) & 0xFFu] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}}
-
+{WEIGHTS_HELPERS}
 int {name}_init_checked({name}_ctx *ctx, const void *weights, size_t weights_size, void *workspace,
                         size_t workspace_size, uint64_t header_signature)
 {{
@@ -685,15 +673,7 @@ int {name}_init_checked({name}_ctx *ctx, const void *weights, size_t weights_siz
     if (!blob || !workspace) return {N}_ERR_NULL_ARG;
     if (((uintptr_t)workspace % {N}_WORKSPACE_ALIGN) != 0 || ((uintptr_t)blob % 16) != 0) return {N}_ERR_ALIGN;
     if (workspace_size < {N}_WORKSPACE_BYTES) return {N}_ERR_WORKSPACE_SIZE;
-    if (weights_size < {HEADER_BYTES}) return {N}_ERR_WEIGHTS_TRUNCATED;
-    if (memcmp(blob, "PT2CWGT", 8) != 0) return {N}_ERR_WEIGHTS_MAGIC;
-    if (read_le(blob + 8, 4) != {WEIGHTS_FORMAT_VERSION}u || read_le(blob + 12, 4) != {HEADER_BYTES}u) return {N}_ERR_WEIGHTS_VERSION;
-    for (i = 32; i < {HEADER_BYTES}; i++) /* reserved: zero in this format version */
-        if (blob[i] != 0) return {N}_ERR_WEIGHTS_VERSION;
-    data_bytes = read_le(blob + 16, 8);
-    if (data_bytes != expected_data_bytes || read_le(blob + 24, 8) != expected_crc32) return {N}_ERR_WEIGHTS_MISMATCH;
-    if (weights_size - {HEADER_BYTES} < data_bytes) return {N}_ERR_WEIGHTS_TRUNCATED;
-    if (crc32_of(blob + {HEADER_BYTES}, (size_t)data_bytes) != expected_crc32) return {N}_ERR_WEIGHTS_CORRUPT;
+{weights_check(N)}
     ctx->weights = blob + {HEADER_BYTES};
     ctx->workspace = (unsigned char *)workspace;
     ctx->variant = {'choose_variant()' if variants else '0'};
@@ -726,6 +706,48 @@ int {name}_run(const {name}_ctx *ctx, {typed_params})
     return {name}_run_v(ctx, inputs, outputs);
 }}
 """
+
+
+WEIGHTS_HELPERS_C = r"""static uint64_t read_le(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    int i;
+    for (i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* CRC-32 (zlib's polynomial 0xEDB88320), the checksum pt2c writes into the blob header. */
+static const uint32_t crc_table[256] = {
+@TABLE@
+};
+
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    size_t j;
+    for (j = 0; j < n; j++) c = crc_table[(c ^ p[j]) & 0xFFu] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+"""
+
+
+def weights_helpers() -> str:
+    """The C helpers weights_check's statements call (read_le, crc32_of)."""
+    return WEIGHTS_HELPERS_C.replace("@TABLE@", _CRC_TABLE)
+
+
+def weights_check(N: str) -> str:
+    """The C statements of an init that check the weights blob `blob` of `weights_size` bytes against the
+    compile (expected_data_bytes, expected_crc32); they use `data_bytes` and `i` and return <N>_ERR_WEIGHTS_*."""
+    return f"""    if (weights_size < {HEADER_BYTES}) return {N}_ERR_WEIGHTS_TRUNCATED;
+    if (memcmp(blob, "PT2CWGT", 8) != 0) return {N}_ERR_WEIGHTS_MAGIC;
+    if (read_le(blob + 8, 4) != {WEIGHTS_FORMAT_VERSION}u || read_le(blob + 12, 4) != {HEADER_BYTES}u) return {N}_ERR_WEIGHTS_VERSION;
+    for (i = 32; i < {HEADER_BYTES}; i++) /* reserved: zero in this format version */
+        if (blob[i] != 0) return {N}_ERR_WEIGHTS_VERSION;
+    data_bytes = read_le(blob + 16, 8);
+    if (data_bytes != expected_data_bytes || read_le(blob + 24, 8) != expected_crc32) return {N}_ERR_WEIGHTS_MISMATCH;
+    if (weights_size - {HEADER_BYTES} < data_bytes) return {N}_ERR_WEIGHTS_TRUNCATED;
+    if (crc32_of(blob + {HEADER_BYTES}, (size_t)data_bytes) != expected_crc32) return {N}_ERR_WEIGHTS_CORRUPT;"""
 
 
 # x86 level -> (gcc #pragma target arch, predefined macros the file requires)

@@ -28,6 +28,8 @@ Pass = Callable[[Graph], Graph]
 
 # what opt_level 0 keeps: the passes the code generator needs (a conv2d's kernel, packed weights)
 ESSENTIAL = ("dce", "choose_algorithms", "prepack")
+# what a GPU target leaves out: choices and layouts of the CPU kernels (GPU kernels read plain weights)
+CPU_ONLY = ("fuse_gathered_matmul", "choose_algorithms", "prepack", "fuse_pw_dw")
 
 
 def pipeline(options: CompileOptions) -> list[tuple[str, Pass]]:
@@ -46,6 +48,8 @@ def pipeline(options: CompileOptions) -> list[tuple[str, Pass]]:
         ("prepack", prepack),
         ("fuse_pw_dw", fuse_pw_dw),
     ]
+    if options.target.is_gpu:  # the CPU kernels' algorithm choice, packed layouts and fused pairs
+        passes = [p for p in passes if p[0] not in CPU_ONLY]
     return [p for p in passes if options.opt_level > 0 or p[0] in ESSENTIAL]
 
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import warnings
 
-__all__ = ["BuildError", "build", "openmp_supported"]
+__all__ = ["BuildError", "build", "find_nvcc", "openmp_supported"]
 
 _MAX_LOG = 20000  # characters of stderr kept in a BuildError message
 
@@ -218,6 +218,13 @@ def build(
     if use not in ("make", "cmake"):
         raise ValueError(f"use must be 'make' or 'cmake', not {use!r}")
     name = _model_name(out_dir)
+    backend = _backend(out_dir)
+    if backend == "cuda":
+        if use == "cmake":
+            return _build_cmake(out_dir, name, None, None, False)
+        return _build_make(out_dir, name, None, None, False, [f"NVCC={find_nvcc()}"])
+    if backend == "opencl":
+        openmp = False  # (the host code has no loops to spread)
 
     cc_argv = _compiler_argv(cc)
     _require_tool(
@@ -234,7 +241,7 @@ def build(
             stacklevel=2,
         )
 
-    if openmp and not openmp_supported(cc, cflags):
+    if openmp and backend == "c" and not openmp_supported(cc, cflags):
         warnings.warn(
             f"compiler {shlex.join(cc_argv)!r} cannot build OpenMP programs "
             "(-fopenmp failed); building without OpenMP (single-threaded)",
@@ -248,8 +255,27 @@ def build(
     return _build_cmake(out_dir, name, cc, cflags, openmp)
 
 
+def _backend(out_dir: pathlib.Path) -> str:
+    """The artifact's backend (manifest.json): "c", "cuda" or "opencl"."""
+    try:
+        return str(json.loads((out_dir / "manifest.json").read_text()).get("backend", "c"))
+    except (OSError, ValueError, AttributeError):
+        return "c"
+
+
+def find_nvcc() -> str:
+    """nvcc: $NVCC, else on PATH, else under $CUDA_PATH / $CUDA_HOME / /usr/local/cuda."""
+    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"),
+                 *(os.path.join(d, "bin", "nvcc") for d in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"),
+                                                           "/usr/local/cuda") if d)):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    raise BuildError("the CUDA compiler nvcc was not found ($NVCC, PATH, $CUDA_PATH, /usr/local/cuda); "
+                     "install the CUDA toolkit or set NVCC=/path/to/nvcc")
+
+
 def _build_make(
-    out_dir: pathlib.Path, name: str, cc: str | None, cflags: str | None, openmp: bool
+    out_dir: pathlib.Path, name: str, cc: str | None, cflags: str | None, openmp: bool, extra: list[str] | None = None
 ) -> pathlib.Path:
     make = _require_tool("make", "build tool", "install GNU make or use use='cmake'")
     if not (out_dir / "Makefile").is_file():
@@ -265,6 +291,7 @@ def _build_make(
         "cflags": cflags if cflags is not None else os.environ.get("CFLAGS"),
         "openmp": openmp,
     }
+    cmd += extra or []
     if _flags_changed(build_dir, state):
         cmd.append("-B")  # settings changed: rebuild everything
     cmd.append("shared")

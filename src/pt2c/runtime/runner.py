@@ -207,6 +207,13 @@ class Model:
         self._ws = _big_buffer(max(getattr(self.lib, f"{n}_workspace_size")(), 64))
         self._ctx = ctypes.create_string_buffer(max(getattr(self.lib, f"{n}_ctx_size")(), 64))
         rc = init(self._ctx, wptr, wsize, self._ws.ctypes.data, self._ws.nbytes, signature)
+        # a GPU artifact (--target cuda / opencl) holds device memory and driver objects until released
+        self._release = getattr(self.lib, f"{n}_release", None)
+        if self._release is not None:
+            self._release.argtypes = [ctypes.c_void_p]
+            last = getattr(self.lib, f"{n}_last_error")
+            last.restype, last.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
+            self._last_error = lambda: last(self._ctx).decode(errors="replace")
         self._check(rc, "init")
         self._lock = threading.Lock()
         isa = getattr(self.lib, f"{n}_isa")
@@ -228,7 +235,18 @@ class Model:
     def _check(self, rc: int, what: str) -> None:
         if rc != 0:
             msg = getattr(self.lib, f"{self.name}_strerror")(rc).decode()
-            raise RunError(f"{self.name}_{what} failed with status {rc}: {msg}")
+            driver = self._last_error() if getattr(self, "_release", None) is not None else ""
+            raise RunError(f"{self.name}_{what} failed with status {rc}: {msg}" + (f"\n{driver}" if driver else ""))
+
+    def close(self) -> None:
+        """Free what init made on a GPU (device memory, kernels, queue); the model cannot run afterwards.
+        (Called when the Model is garbage-collected; a CPU artifact holds nothing to free.)"""
+        if getattr(self, "_release", None) is not None:
+            self._release(self._ctx)
+            self._release = None
+
+    def __del__(self) -> None:
+        self.close()
 
     def __call__(self, *args: Any) -> Any:
         outs = self.run(list(args))

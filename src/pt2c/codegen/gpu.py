@@ -1,0 +1,471 @@
+"""The GPU backend's graph body: each node of the planned graph as kernel launches.
+
+The graph, passes and memory plan are the CPU's (passes.pipeline leaves out the CPU-only algorithm choice,
+weight packing and fused pairs for a GPU target); what differs is the code per node:
+
+- ops with a GPU kernel of their own (`GPU_OPS` below: matmul, conv2d, pooling, norms, softmax, reductions,
+  attention, gathers) launch a kernel of `kernels/gpu/`, written once against `pt2c_gpu.h` and compiled as
+  OpenCL C or CUDA;
+- ops whose CPU code is a loop nest over their output (`ew` and its fused chains, strided copies, cat, pad,
+  ...) reuse the op's own emit function: `GpuEmitter.strided_loop` turns the loop nest into a kernel with
+  one thread per element, generated for that node;
+- anything else is listed, with every other such node, in one UnsupportedError.
+
+A launch is plain data (`Launch`): the kernel, its arguments (tensors as a value plus an element offset,
+scalars) and the grid; codegen/gpu_host.py renders it as OpenCL or CUDA host code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+import re
+from typing import Any, Callable
+
+import numpy as np
+
+from pt2c.codegen.emitter import collapse
+from pt2c.codegen.escape import c_comment, c_string
+from pt2c.errors import UnsupportedError
+from pt2c.ir import Graph, MemoryPlan, Node, Value, ctype, itemsize
+from pt2c.ops import OPS
+from pt2c.ops.conv import is_depthwise
+from pt2c.ops.matmul import matmul_k, sdpa_dims
+from pt2c.ops.util import contiguous_strides, lit, outer_inner
+
+# epilogue activations -> the codes of kernels/gpu/pt2c_gpu.h (PT2C_ACT_*)
+ACT_CODES = {None: 0, "relu": 1, "clamp": 2, "hardswish": 3, "silu": 4, "gelu": 5, "gelu_tanh": 6, "sigmoid": 7,
+             "tanh": 8}
+BLOCK = 256  # threads per group of the one-thread-per-element kernels
+GPU_DTYPES = ("float32", "int64", "int32", "int16", "int8", "uint8", "bool")
+MAX_HEAD_DIM = 256  # kernels/gpu/attention.h holds a query row in work-group memory
+
+
+class NotPortable(Exception):
+    """An op's CPU emit function wrote C of its own (not only loop nests): it has no GPU form yet."""
+
+
+@dataclass
+class Launch:
+    kernel: str
+    # ("t", value, extra element offset, const[, dtype read as]) | ("i", int) | ("l", int) | ("f", float) | ("err",)
+    args: list[tuple[Any, ...]]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    comment: list[str] = field(default_factory=list)
+
+
+def _kernel_source(f: str) -> str:
+    return (resources.files("pt2c.kernels") / "gpu" / f).read_text()
+
+
+def gpu_kernel_files(names: set[str]) -> list[str]:
+    """Kernel headers of kernels/gpu/ the model uses, with their #include'd dependencies, in include order."""
+    order: list[str] = []
+
+    def visit(f: str) -> None:
+        if f in order:
+            return
+        for dep in re.findall(r'#include "([a-z0-9_]+\.h)"', _kernel_source(f)):
+            visit(dep)
+        order.append(f)
+
+    visit("pt2c_gpu.h")
+    for n in sorted(names):
+        visit(f"{n}.h")
+    return order
+
+
+def kernel_params() -> dict[str, list[str]]:
+    """Parameter names of every GPU library kernel, from its prototype (PT2C_T(type, x) is two: x, x_off)."""
+    out: dict[str, list[str]] = {}
+    for f in ("gemm.h", "norm.h", "reduce.h", "pool.h", "attention.h"):
+        for m in re.finditer(r"PT2C_KERNEL\s+(pt2c_\w+)\s*\(([^{]*?)\)\s*\{", _kernel_source(f), re.S):
+            names: list[str] = []
+            for part in re.findall(r"\s*(PT2C_T\([^)]*\)|[^,]+)", m.group(2)):
+                if part.startswith("PT2C_T("):
+                    x = part[:-1].split(",")[-1].strip()
+                    names += [x, x + "_off"]
+                elif part.strip():
+                    names.append(re.findall(r"\w+", part)[-1])
+            out[m.group(1)] = names
+    return out
+
+
+def _groups(n: int, per: int) -> int:
+    return max(1, -(-n // per))
+
+
+class GpuEmitter:
+    """The EmitCtx an op's CPU emit function writes through, for the GPU: pointers are the values' names
+    (kernel parameters), strided loops become generated kernels, anything else is NotPortable."""
+
+    def __init__(self, g: Graph, plan: MemoryPlan):
+        self.g = g
+        self.plan = plan
+        self.launches: list[Launch] = []
+        self.kernels: list[str] = []  # generated kernel definitions (device source)
+        self.library: set[str] = set()  # kernels/gpu/ headers used
+        self.errors: set[str] = set()
+        self.values: dict[str, Value] = {}
+        self.node: Node | None = None
+        self.comment: list[str] = []
+        self._n = 0
+
+    # ---------------------------------------------------------------- EmitCtx
+    def line(self, s: str) -> None:
+        raise NotPortable(s)
+
+    def block(self, *a: Any, **k: Any) -> None:
+        raise NotPortable("a control-flow block")
+
+    def scratch(self, node: Node) -> str:
+        raise NotPortable("kernel scratch")
+
+    @staticmethod
+    def flt(x: float) -> str:
+        return lit("float32", x)
+
+    @staticmethod
+    def string(text: str) -> str:
+        return c_string(text)
+
+    def ptr(self, v: Value) -> str:
+        self.values[v.name] = v
+        return v.name
+
+    def strided_loop(self, shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]],
+                     body: Callable[[list[str]], str]) -> None:
+        """A kernel with one thread per element of `shape`; operands (pointer, strides, offset), the first
+        written.  The index of each dim comes from the thread's linear id."""
+        numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if numel == 0:
+            return
+        sizes, strides = collapse(tuple(shape), [st for _, st, _ in operands])
+        rank = len(sizes)
+        names = ["i"] if rank == 1 else [f"i{d}" for d in range(rank)]
+        decomp = []
+        rest = "e__"
+        for d in range(rank - 1, -1, -1):
+            if d == 0:
+                decomp.append(f"const pt2c_long {names[d]} = {rest};")
+            else:
+                decomp.append(f"const pt2c_long {names[d]} = {rest} % {sizes[d]};")
+                rest = f"({rest} / {sizes[d]})"
+        idx = []
+        for (_, _, off), st in zip(operands, strides):
+            terms = [names[d] if s == 1 else f"{names[d]} * {s}" for d, s in enumerate(st) if s != 0]
+            if off:
+                terms.append(str(off))
+            idx.append(" + ".join(terms) if terms else "0")
+        written = operands[0][0]
+        params = [written] + [p for p in dict.fromkeys(p for p, _, _ in operands[1:]) if p != written]
+        self.element_kernel(numel, [(p, p == written) for p in params], decomp + [body(idx)])
+
+    # ---------------------------------------------------------------- kernels and launches
+    def element_kernel(self, numel: int, params: list[tuple[str, bool]], body: list[str],
+                       uses_err: bool = False) -> None:
+        """A generated kernel over `numel` elements (e__ the element index): params (value name, written)."""
+        node = self.node
+        assert node is not None
+        self._n += 1
+        kname = f"k{self._n}_{node.outputs[0].name}"[:60]
+        decl = []
+        for p, w in params:
+            v = self.values[p]
+            decl.append(f"PT2C_T({'' if w else 'const '}{ctype(v.dtype)}, {p})")
+        if uses_err:
+            decl.append("PT2C_T(int, err__)")
+        head = f"PT2C_KERNEL {kname}({', '.join(decl)})"
+        lines = [*self.comment, head, "{", "    const pt2c_long e__ = PT2C_GID0;", f"    if (e__ >= {numel}) return;"]
+        lines += [f"    {p} += {p}_off;" for p, _ in params]
+        if uses_err:
+            lines.append("    err__ += err___off;")
+        lines += [f"    {s}" for s in body]
+        lines.append("}")
+        self.kernels.append("\n".join(lines))
+        args: list[tuple[Any, ...]] = [("t", self.values[p], 0, not w) for p, w in params]
+        if uses_err:
+            args.append(("err",))
+        self.launch(kname, args, (_groups(numel, BLOCK), 1, 1), (BLOCK, 1, 1))
+
+    def launch(self, kernel: str, args: list[tuple[Any, ...]], grid: tuple[int, int, int],
+               block: tuple[int, int, int]) -> None:
+        self.launches.append(Launch(kernel, args, grid, block, list(self.comment)))
+        self.comment = []  # (a node's comment once, before its first launch)
+
+    # ---------------------------------------------------------------- the graph
+    def emit_graph(self, comment: Callable[[Node], list[str]]) -> None:
+        problems: list[tuple[str, str, str]] = []
+        for n in self.g.nodes:
+            if OPS[n.op].alias:
+                continue
+            why = _unsupported_dtype(n)
+            if why is None:
+                self.node, self.comment = n, comment(n)
+                marks = (len(self.launches), len(self.kernels), set(self.library))
+                try:
+                    if n.op in GPU_OPS:
+                        GPU_OPS[n.op](self, n)
+                    else:
+                        OPS[n.op].emit(self, n)
+                except NotPortable:
+                    why = f"the GPU backend has no kernel for {n.op} yet"
+                except GpuRefusal as e:
+                    why = str(e)
+                if why is not None:
+                    del self.launches[marks[0]:], self.kernels[marks[1]:]
+                    self.library = marks[2]
+            if why is not None:
+                problems.append((f"{n.op} on a GPU target", n.origin.describe() or n.outputs[0].name, why))
+        if problems:
+            raise UnsupportedError(problems)
+
+
+class GpuRefusal(Exception):
+    """A node the GPU kernel cannot take (sizes beyond its limits): the reason."""
+
+
+def _unsupported_dtype(n: Node) -> str | None:
+    bad = sorted({v.dtype for v in n.inputs + n.outputs if v.dtype not in GPU_DTYPES})
+    if bad:
+        return f"{', '.join(bad)} tensors (GPU targets compute in float32; indices and masks: integers, bool)"
+    if n.blocks:
+        return "control flow (torch.cond / while_loop / scan) is not on the GPU backend yet"
+    return None
+
+
+# ---------------------------------------------------------------- ops with GPU kernels of their own
+
+def _t(v: Value, off: int = 0, const: bool = True) -> tuple[Any, ...]:
+    return ("t", v, off, const)
+
+
+def _epilogue(node: Node, first: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(bias arg, residual arg, [act, lo, hi]) of a GEMM / conv node; a missing bias or residual is given
+    the output (never read: its flag is 0)."""
+    at = node.attrs
+    i = first
+    out = node.outputs[0]
+    bias = res = _t(out)
+    if at.get("has_bias"):
+        bias = _t(node.inputs[i])
+        i += 1
+    if at.get("has_residual"):
+        res = _t(node.inputs[i])
+    tail = [("i", ACT_CODES[at.get("act")]), ("f", float(at.get("lo", 0.0))), ("f", float(at.get("hi", 0.0)))]
+    return [bias], [res], tail
+
+
+def _matmul(em: GpuEmitter, node: Node) -> None:
+    a, b = node.inputs[0], node.inputs[1]
+    out = node.outputs[0]
+    M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
+    batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
+    sa = node.attrs.get("a_strides") or ((M * K if len(a.shape) > 2 else 0), K, 1)
+    sb = node.attrs.get("b_strides") or ((K * N if len(b.shape) > 2 else 0), N, 1)
+    if node.attrs.get("a_strides") is None and len(a.shape) > 2 and len(b.shape) == 2 and batch > 1:
+        M, batch, sa = M * batch, 1, (0, K, 1)  # [..., M, K] @ [K, N]: one GEMM with M * batch rows
+    bias, res, act = _epilogue(node, 2)
+    at = node.attrs
+    em.library.add("gemm")
+    em.launch("pt2c_gemm", [_t(out, 0, False), _t(a), _t(b), *bias, *res, ("i", M), ("i", N), ("i", K),
+                            ("l", sa[0]), ("i", sa[1]), ("i", sa[2]), ("l", sb[0]), ("i", sb[1]), ("i", sb[2]),
+                            ("i", int(bool(at.get("has_bias")))), ("i", 0), ("i", int(bool(at.get("has_residual")))),
+                            *act],
+              (_groups(N, 64), _groups(M, 64), batch), (16, 16, 1))
+
+
+def _conv2d(em: GpuEmitter, node: Node) -> None:
+    at = node.attrs
+    x, w, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    N, C, H, W = x.shape
+    _, OC, OH, OW = out.shape
+    KH, KW = at["kernel"]
+    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
+    G = at["groups"]
+    bias, res, act = _epilogue(node, 2)
+    geo = [("i", v) for v in (C, H, W, OC, KH, KW, sh, sw, ph, pw, dh, dw, G, OH, OW)]
+    flags = [("i", int(bool(at.get("has_bias")))), ("i", int(bool(at.get("has_residual"))))]
+    em.library.add("gemm")
+    if is_depthwise(node) or OC // G <= 4:
+        em.launch("pt2c_conv2d_direct", [_t(out, 0, False), _t(x), _t(w), *bias, *res, ("i", N), *geo, *flags, *act],
+                  (_groups(N * OC * OH * OW, BLOCK), 1, 1), (BLOCK, 1, 1))
+    else:
+        em.launch("pt2c_conv2d", [_t(out, 0, False), _t(x), _t(w), *bias, *res, *geo, *flags, *act],
+                  (_groups(OH * OW, 64), _groups(OC // G, 64), N * G), (16, 16, 1))
+
+
+def _pool2d(em: GpuEmitter, node: Node) -> None:
+    at = node.attrs
+    x, out = node.inputs[0], node.outputs[0]
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2:]
+    (KH, KW), (sh, sw), (ph, pw) = at["kernel"], at["stride"], at["padding"]
+    dh, dw = at.get("dilation", (1, 1))
+    is_max = at["kind"] == "max"
+    em.library.add("pool")
+    em.launch("pt2c_pool2d", [_t(out, 0, False), _t(x)] + [("i", v) for v in (
+        N * C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, int(is_max),
+        int(bool(at.get("count_include_pad"))) if not is_max else 0, (at.get("divisor") or 0) if not is_max else 0)],
+        (_groups(N * C * OH * OW, BLOCK), 1, 1), (BLOCK, 1, 1))
+
+
+def _adaptive_pool2d(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    N, C, H, W = x.shape
+    OH, OW = out.shape[2:]
+    em.library.add("pool")
+    em.launch("pt2c_adaptive_pool2d", [_t(out, 0, False), _t(x)] + [("i", v) for v in (
+        N * C, H, W, OH, OW, int(node.attrs["kind"] == "max"))], (_groups(N * C * OH * OW, BLOCK), 1, 1), (BLOCK, 1, 1))
+
+
+def _rows(n: int) -> tuple[int, int, int]:
+    return (n, 1, 1)
+
+
+def _layer_norm(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    at = node.attrs
+    cols = int(np.prod(x.shape[len(x.shape) - at["normalized"]:], dtype=np.int64))
+    rest = node.inputs[1:]
+    w = rest[0] if at["has_weight"] else out
+    b = rest[-1] if at["has_bias"] else out
+    em.library.add("norm")
+    em.launch("pt2c_layer_norm", [_t(out, 0, False), _t(x), _t(w), _t(b), ("i", cols), ("i", int(at["has_weight"])),
+                                  ("i", int(at["has_bias"])), ("f", float(at["eps"]))],
+              _rows(x.numel // max(cols, 1)), (BLOCK, 1, 1))
+
+
+def _rms_norm(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    cols = x.shape[-1]
+    w = node.inputs[1] if len(node.inputs) > 1 else out
+    em.library.add("norm")
+    em.launch("pt2c_rms_norm", [_t(out, 0, False), _t(x), _t(w), ("i", cols), ("i", int(len(node.inputs) > 1)),
+                                ("f", float(node.attrs["eps"]))], _rows(x.numel // max(cols, 1)), (BLOCK, 1, 1))
+
+
+def _softmax(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    outer, n, inner = outer_inner(x.shape, node.attrs["dim"])
+    em.library.add("norm")
+    em.launch("pt2c_softmax", [_t(out, 0, False), _t(x), ("i", n), ("i", inner), ("i", int(node.attrs["log"]))],
+              _rows(outer * inner), (BLOCK, 1, 1))
+
+
+_RED_CODES = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4}
+
+
+def _reduce(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    outer, r, inner = node.attrs["view"]
+    kind = node.attrs["kind"]
+    if x.dtype != "float32":
+        raise GpuRefusal(f"a {kind} reduction of {x.dtype} (the GPU kernel reduces float32)")
+    em.library.add("reduce")
+    if kind in ("argmax", "argmin"):
+        em.launch("pt2c_argreduce", [_t(out, 0, False), _t(x), ("i", r), ("i", inner), ("i", int(kind == "argmax"))],
+                  _rows(outer * inner), (BLOCK, 1, 1))
+    elif kind in _RED_CODES:
+        em.launch("pt2c_reduce", [_t(out, 0, False), _t(x), ("i", r), ("i", inner), ("i", _RED_CODES[kind])],
+                  _rows(outer * inner), (BLOCK, 1, 1))
+    else:
+        raise GpuRefusal(f"a {kind} reduction (the GPU kernel does sum, mean, max, min, prod, argmax, argmin)")
+
+
+def _sdpa(em: GpuEmitter, node: Node) -> None:
+    q, k, v = node.inputs[:3]
+    out = node.outputs[0]
+    B, H, Hkv, Lq, Lk, D, Dv = sdpa_dims(node)
+    if max(D, Dv) > MAX_HEAD_DIM:
+        raise GpuRefusal(f"attention with head size {max(D, Dv)} (the GPU kernel takes up to {MAX_HEAD_DIM})")
+    lay = node.attrs.get("layout")
+    if lay:
+        strides = {t: lay[t] for t in ("q", "k", "v", "out")}
+    else:
+        strides = {}
+        for t, val in (("q", q), ("k", k), ("v", v), ("out", out)):
+            cs = contiguous_strides(val.shape)
+            strides[t] = (cs[0], cs[1], cs[2], 0)
+    mask_kind, ms, mask = 0, [0, 0, 0, 0], out
+    if len(node.inputs) > 3:
+        mask = node.inputs[3]
+        full = (1,) * (4 - len(mask.shape)) + tuple(mask.shape)
+        cs = contiguous_strides(full)
+        ms = [0 if full[i] == 1 else cs[i] for i in range(4)]
+        mask_kind = 1 if mask.dtype == "bool" else 2
+    madd = _t(mask) if mask_kind == 2 else _t(out)
+    mbool = _t(mask) if mask_kind == 1 else ("t", out, 0, True, "uint8")  # (unused: never read)
+    em.library.add("attention")
+    em.launch("pt2c_sdpa", [_t(out, strides["out"][3], False), _t(q, strides["q"][3]), _t(k, strides["k"][3]),
+                            _t(v, strides["v"][3]), madd, mbool, ("i", mask_kind), *[("l", s) for s in ms],
+                            ("i", H), ("i", Hkv), ("i", Lk), ("i", D), ("i", Dv), ("f", float(node.attrs["scale"])),
+                            ("i", int(node.attrs["causal"]))]
+              + [("l", s) for t in ("q", "k", "v", "out") for s in strides[t][:3]],
+              (Lq, H, B), (64, 1, 1))
+
+
+def _gather(em: GpuEmitter, node: Node) -> None:
+    x, idx = node.inputs
+    out = node.outputs[0]
+    dim = node.attrs["dim"]
+    inner = int(np.prod(x.shape[dim + 1:], dtype=np.int64))
+    D, J = x.shape[dim], idx.numel
+    X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
+    body = [f"const pt2c_long t = e__ % {inner}, j = (e__ / {inner}) % {J}, o = e__ / {inner * J};",
+            f"int64_t k = (int64_t){I}[j];"]
+    if node.attrs.get("wrap", False):
+        body.append(f"if (k < 0) k += {D};")
+    body += [f"if (k < 0 || k >= {D}) {{ err__[0] = PT2C_ERR_INDEX_FLAG; {Y}[e__] = 0; return; }}",
+             f"{Y}[e__] = {X}[(o * {D} + k) * {inner} + t];"]
+    em.errors.add("INDEX")
+    em.element_kernel(out.numel, [(Y, True), (X, False), (I, False)], body, uses_err=True)
+
+
+def _take(em: GpuEmitter, node: Node) -> None:
+    x, offs = node.inputs
+    out = node.outputs[0]
+    X, O, Y = em.ptr(x), em.ptr(offs), em.ptr(out)
+    em.element_kernel(out.numel, [(Y, True), (X, False), (O, False)], [f"{Y}[e__] = {X}[{O}[e__]];"])
+
+
+GPU_OPS: dict[str, Callable[[GpuEmitter, Node], None]] = {
+    "matmul": _matmul, "conv2d": _conv2d, "pool2d": _pool2d, "adaptive_pool2d": _adaptive_pool2d,
+    "layer_norm": _layer_norm, "rms_norm": _rms_norm, "softmax": _softmax, "reduce": _reduce, "sdpa": _sdpa,
+    "gather": _gather, "take": _take,
+}
+
+
+def node_comment(node: Node) -> list[str]:
+    """The node's C comment: module path, what it does, the PyTorch source line."""
+    o = node.origin
+    op = OPS[node.op]
+    out = node.outputs[0]
+    what = op.describe(node) if op.describe is not None else node.op
+    loc = o.module_path or "<top>"
+    if o.module_type:
+        loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
+    lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
+    if o.source:
+        lines.append(f" * {c_comment(o.source)}")
+    lines[-1] += " */"
+    return lines
+
+
+def tensor_bytes(plan: MemoryPlan, v: Value, const_offsets: dict[int, int]) -> tuple[str, int]:
+    """Where v lives: (region, byte offset in it); region "w" (weights), "ws" (activations), "in<i>", "out<i>"."""
+    r = plan.root(v)
+    off = plan.elem_offset.get(id(v), 0) * itemsize(r.dtype)
+    if r.is_const:
+        return "w", const_offsets[id(r)] + off
+    st = plan.storage[id(r)]
+    if st.kind == "input":
+        return f"in{st.index}", off
+    if st.kind == "output":
+        return f"out{st.index}", off
+    return "ws", st.offset + off
+
+
+__all__ = ["ACT_CODES", "GPU_OPS", "GpuEmitter", "Launch", "gpu_kernel_files", "kernel_params", "node_comment",
+           "tensor_bytes"]
