@@ -15,6 +15,7 @@ import json
 import os
 from pathlib import Path
 
+from pt2c.codegen.gpu import gpu_kernel
 from pt2c.ops import FAMILIES, LOWERINGS, OPS, UNSUPPORTED, core_aten_ops
 
 _ap = argparse.ArgumentParser()
@@ -85,10 +86,16 @@ for t in _missing:
     print(f"| `{t}` | {UNSUPPORTED.get(t, 'not implemented yet').replace('|', '/')} |")
 print()
 print("## IR ops and kernels\n")
-print("| IR op | family | kernel file |")
-print("|---|---|---|")
+print("The GPU column: the kernel of `kernels/gpu/` a node of the op launches on `--target cuda` / `opencl`, "
+      "a kernel generated for the node (one thread per output element), or - where the GPU backend has none "
+      "yet (a compile-time error listing every such node; docs/gpu.md). GPU targets compute in float32 "
+      "(indices and masks: the integer types and bool).\n")
+print("| IR op | family | kernel file (CPU) | GPU |")
+print("|---|---|---|---|")
 for name, op in sorted(OPS.items()):
-    print(f"| `{name}` | {_family(op.ref.__module__)} | {', '.join(f'`{k}.c`' for k in op.kernels) or 'generated loop'} |")
+    gpu = gpu_kernel(name)
+    print(f"| `{name}` | {_family(op.ref.__module__)} | {', '.join(f'`{k}.c`' for k in op.kernels) or 'generated loop'} "
+          f"| {gpu} |")
 
 
 def _md(text: str) -> str:

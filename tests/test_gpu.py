@@ -115,7 +115,7 @@ def test_op_table_opencl(tmp_path):
     known = json.loads(GPU_UNSUPPORTED.read_text())
     assert sorted(refused) == sorted(known), (f"newly refused: {sorted(set(refused) - set(known))}; "
                                               f"newly supported: {sorted(set(known) - set(refused))}")
-    assert len(cases) - len(refused) >= 120  # the table's reach on the GPU path
+    assert len(cases) - len(refused) >= 165  # the table's reach on the GPU path
 
 
 # ---------------------------------------------------------------- CUDA: built by nvcc for three architectures
@@ -293,6 +293,31 @@ def test_opencl_device_pointers(embed_cl, tmp_path):
     got = np.array([float(v) for v in words[4:]], np.float32).reshape(1, 3, 4)
     assert_outputs_close([got], eager(embed_cl[0], x), "run_device")
     assert bad.split() == ["bad", "0", "status", "9"], out
+
+
+@needs_pocl
+def test_opencl_matmul_shapes(tmp_path):
+    """Both GEMM kernels (the tiled one and the few-row one) across shapes that are not multiples of their tiles,
+    batched and broadcast operands, transposed weights, bias / residual / activation epilogues."""
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(37, 70)
+            self.b = torch.nn.Linear(70, 5, bias=False)
+
+        def forward(self, x1, x3, y, z):
+            h = torch.nn.functional.gelu(self.a(x1))            # 1 row: pt2c_gemv
+            h3 = torch.relu(self.a(x3)) + 1.0                   # 3 rows
+            return self.b(h) + 0.5, self.b(h3), torch.bmm(y, z) + y[:, :, :1], torch.matmul(y, z[0])
+
+    torch.manual_seed(0)
+    m = M().eval()
+    xs = (torch.randn(1, 37), torch.randn(3, 37), torch.randn(2, 67, 33), torch.randn(2, 33, 130))
+    pt2c.compile(m, tmp_path / "mm", example_inputs=xs, target="opencl", name="mm")
+    src = (tmp_path / "mm" / "mm.c").read_text()
+    assert "pt2c_gemv" in src and "pt2c_gemm" in src
+    model = pt2c.load(tmp_path / "mm", lib=pt2c.build(tmp_path / "mm", cflags=STRICT))
+    assert_outputs_close(model.run([x.numpy() for x in xs]), eager(m, xs), "matmul shapes")
 
 
 def test_gpu_unsupported_listed_at_once(tmp_path):

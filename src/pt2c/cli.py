@@ -156,6 +156,10 @@ def _memory_line(mem: dict) -> str:
     ws, lb = mem.get("workspace_bytes", 0), mem.get("lower_bound_bytes", 0)
     arena, scratch = mem.get("arena_bytes", 0), mem.get("scratch_bytes", 0)
     ratio = f", {arena / lb:.2f}x the bound" if lb else ""
+    if "device_bytes" in mem:  # a GPU artifact: one device allocation, no host workspace
+        dev = mem["device_bytes"]
+        return (f"device {_fmt_bytes(dev)} ({dev} bytes, one allocation: weights, activations, I/O staging); "
+                f"activations {arena} bytes (lower bound {lb} bytes{ratio})")
     return (f"workspace {_fmt_bytes(ws)} ({ws} bytes) = tensor arena {arena} bytes (lower bound {lb} bytes{ratio}) "
             f"+ kernel scratch {scratch} bytes")
 
@@ -172,7 +176,7 @@ def _io_str(specs: list[dict]) -> str:
 def compile_cmd(
     model: Annotated[Path, typer.Argument(help="the .pt2 file written by torch.export.save")],
     out: Annotated[Path, typer.Option("-o", "--out", help="output folder for the C source and build files")],
-    target: Annotated[str, typer.Option("--target", "-t", help="target preset (see `pt2c targets`), or x86-64 levels to multi-version: x86_64,x86_64-v3,x86_64-v4")] = "generic",
+    target: Annotated[str, typer.Option("--target", "-t", help="target preset (see `pt2c targets`), x86-64 levels to multi-version: x86_64,x86_64-v3,x86_64-v4, or a GPU: cuda[:sm_80,sm_90], opencl")] = "generic",
     name: Annotated[Optional[str], typer.Option("--name", "-n", help="C symbol prefix (default: the file's stem)")] = None,
     embed_weights: Annotated[bool, typer.Option("--embed-weights", help="compile the weights into the C source")] = False,
     no_openmp: Annotated[bool, typer.Option("--no-openmp", help="generate build files without OpenMP")] = False,
@@ -514,16 +518,20 @@ def inspect_cmd(
 @app.command("targets")
 def targets_cmd() -> None:
     """List the target presets."""
-    from pt2c.targets import TARGETS
+    from pt2c.targets import OPENCL, TARGETS, cuda_target
 
     t = Table(title="target presets")
     for col in ("name", "arch", "simd", "flags", "description"):
         t.add_column(col, overflow="fold")
     for tg in TARGETS.values():
         t.add_row(tg.name, tg.arch, tg.simd, tg.flags_str or "(none)", tg.description)
+    for tg in (cuda_target("cuda"), OPENCL):
+        t.add_row(tg.name, tg.arch, tg.simd, tg.flags_str or "(none)", tg.description)
     console.print(t)
     say("multi-versioning: list x86-64 levels, e.g. --target x86_64,x86_64-v3,x86_64-v4 (one code path each; "
         "init picks the best the CPU has)")
+    say("GPUs (docs/gpu.md): --target cuda:sm_80,sm_90 (machine code per listed architecture + the last one's PTX), "
+        "--target opencl (kernels compiled by the device's driver at init)")
     say("cross builds tested from x86-64 Linux (docs/targets.md; pt2c verify MODEL --target T --cc CC --exec RUN):")
     for tg in TARGETS.values():
         if tg.cross_cc:

@@ -31,7 +31,7 @@ from pt2c.ir import Graph, MemoryPlan, Node, Value, ctype, itemsize
 from pt2c.ops import OPS
 from pt2c.ops.conv import is_depthwise
 from pt2c.ops.matmul import matmul_k, sdpa_dims
-from pt2c.ops.util import contiguous_strides, lit, outer_inner
+from pt2c.ops.util import broadcast_strides, contiguous_strides, lit, outer_inner
 
 # epilogue activations -> the codes of kernels/gpu/pt2c_gpu.h (PT2C_ACT_*)
 ACT_CODES = {None: 0, "relu": 1, "clamp": 2, "hardswish": 3, "silu": 4, "gelu": 5, "gelu_tanh": 6, "sigmoid": 7,
@@ -207,8 +207,10 @@ class GpuEmitter:
                 try:
                     if n.op in GPU_OPS:
                         GPU_OPS[n.op](self, n)
-                    else:
+                    elif n.op in LOOP_OPS:
                         OPS[n.op].emit(self, n)
+                    else:
+                        raise NotPortable(n.op)
                 except NotPortable:
                     why = f"the GPU backend has no kernel for {n.op} yet"
                 except GpuRefusal as e:
@@ -269,11 +271,13 @@ def _matmul(em: GpuEmitter, node: Node) -> None:
     bias, res, act = _epilogue(node, 2)
     at = node.attrs
     em.library.add("gemm")
-    em.launch("pt2c_gemm", [_t(out, 0, False), _t(a), _t(b), *bias, *res, ("i", M), ("i", N), ("i", K),
-                            ("l", sa[0]), ("i", sa[1]), ("i", sa[2]), ("l", sb[0]), ("i", sb[1]), ("i", sb[2]),
-                            ("i", int(bool(at.get("has_bias")))), ("i", 0), ("i", int(bool(at.get("has_residual")))),
-                            *act],
-              (_groups(N, 64), _groups(M, 64), batch), (16, 16, 1))
+    args = [_t(out, 0, False), _t(a), _t(b), *bias, *res, ("i", M), ("i", N), ("i", K), ("l", sa[0]), ("i", sa[1]),
+            ("i", sa[2]), ("l", sb[0]), ("i", sb[1]), ("i", sb[2]), ("i", int(bool(at.get("has_bias")))), ("i", 0),
+            ("i", int(bool(at.get("has_residual")))), *act]
+    if M <= 4 and sb[1] == 1:  # few rows against a weight read along k: one column per 32 threads
+        em.launch("pt2c_gemv", args, (_groups(N, 8), 1, batch), (BLOCK, 1, 1))
+    else:
+        em.launch("pt2c_gemm", args, (_groups(N, 64), _groups(M, 64), batch), (16, 16, 1))
 
 
 def _conv2d(em: GpuEmitter, node: Node) -> None:
@@ -361,8 +365,9 @@ def _reduce(em: GpuEmitter, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
     outer, r, inner = node.attrs["view"]
     kind = node.attrs["kind"]
-    if x.dtype != "float32":
-        raise GpuRefusal(f"a {kind} reduction of {x.dtype} (the GPU kernel reduces float32)")
+    if x.dtype != "float32" or kind not in (*_RED_CODES, "argmax", "argmin") or out.dtype not in ("float32", "int64"):
+        _reduce_loop(em, node)
+        return
     em.library.add("reduce")
     if kind in ("argmax", "argmin"):
         em.launch("pt2c_argreduce", [_t(out, 0, False), _t(x), ("i", r), ("i", inner), ("i", int(kind == "argmax"))],
@@ -370,8 +375,6 @@ def _reduce(em: GpuEmitter, node: Node) -> None:
     elif kind in _RED_CODES:
         em.launch("pt2c_reduce", [_t(out, 0, False), _t(x), ("i", r), ("i", inner), ("i", _RED_CODES[kind])],
                   _rows(outer * inner), (BLOCK, 1, 1))
-    else:
-        raise GpuRefusal(f"a {kind} reduction (the GPU kernel does sum, mean, max, min, prod, argmax, argmin)")
 
 
 def _sdpa(em: GpuEmitter, node: Node) -> None:
@@ -430,11 +433,186 @@ def _take(em: GpuEmitter, node: Node) -> None:
     em.element_kernel(out.numel, [(Y, True), (X, False), (O, False)], [f"{Y}[e__] = {X}[{O}[e__]];"])
 
 
+def _unflatten(shape: tuple[int, ...], flat: str = "e__", prefix: str = "u") -> tuple[list[str], list[str]]:
+    """Statements naming the multi-index of element `flat` of a dense tensor of `shape`: (statements, names)."""
+    names = [f"{prefix}{d}" for d in range(len(shape))]
+    lines, rest = [], flat
+    for d in range(len(shape) - 1, -1, -1):
+        lines.append(f"const pt2c_long {names[d]} = {rest}" + (f" % {shape[d]};" if d else ";"))
+        rest = f"{rest} / {shape[d]}" if rest == flat else f"({rest}) / {shape[d]}"
+    return lines, names
+
+
+def _lin(names: list[str], strides: tuple[int, ...]) -> str:
+    terms = [n if s == 1 else f"{n} * {s}" for n, s in zip(names, strides) if s != 0]
+    return " + ".join(terms) or "0"
+
+
+def _pad(em: GpuEmitter, node: Node) -> None:
+    """constant padding (negative pads crop): each output element reads its source or is the value."""
+    x, out = node.inputs[0], node.outputs[0]
+    X, Y = em.ptr(x), em.ptr(out)
+    lines, names = _unflatten(out.shape)
+    conds, src = [], []
+    for d, ((lo, _), n) in enumerate(zip(node.attrs["pads"], x.shape)):
+        src.append(f"(u{d} - {lo})" if lo else f"u{d}")
+        conds.append(f"{src[-1]} >= 0 && {src[-1]} < {n}" if lo > 0 else f"{src[-1]} < {n}")
+    ist = contiguous_strides(x.shape)
+    at = " + ".join(f"{s_} * {st}" if st != 1 else s_ for s_, st in zip(src, ist) if st != 0) or "0"
+    value = lit(out.dtype, node.attrs["value"])
+    em.element_kernel(out.numel, [(Y, True), (X, False)],
+                      lines + [f"{Y}[e__] = ({' && '.join(conds) or '1'}) ? {X}[{at}] : {value};"])
+
+
+def _channel_affine(em: GpuEmitter, node: Node) -> None:
+    x, s_, b = node.inputs
+    out = node.outputs[0]
+    C = x.shape[1]
+    inner = x.numel // max(x.shape[0] * C, 1)
+    X, S, B, Y = em.ptr(x), em.ptr(s_), em.ptr(b), em.ptr(out)
+    em.element_kernel(out.numel, [(Y, True), (X, False), (S, False), (B, False)],
+                      [f"const pt2c_long c = (e__ / {inner}) % {C};", f"{Y}[e__] = {X}[e__] * {S}[c] + {B}[c];"])
+
+
+def _upsample2d(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    H, W = x.shape[-2:]
+    OH, OW = out.shape[-2:]
+    X, Y = em.ptr(x), em.ptr(out)
+    T = [em.ptr(v) for v in node.inputs[1:]]
+    body = [f"const pt2c_long ow = e__ % {OW}, oh = (e__ / {OW}) % {OH}, p = e__ / {OH * OW};",
+            f"PT2C_GLOBAL const float *xp = {X} + p * {H * W};"]
+    if node.attrs["mode"] == "nearest":
+        body.append(f"{Y}[e__] = xp[{T[0]}[oh] * {W} + {T[1]}[ow]];")
+    else:
+        h0, h1, hl0, hl1, w0, w1, wl0, wl1 = T
+        body += [f"PT2C_GLOBAL const float *r0 = xp + {h0}[oh] * {W}, *r1 = xp + {h1}[oh] * {W};",
+                 f"{Y}[e__] = {hl0}[oh] * ({wl0}[ow] * r0[{w0}[ow]] + {wl1}[ow] * r0[{w1}[ow]])"
+                 f" + {hl1}[oh] * ({wl0}[ow] * r1[{w0}[ow]] + {wl1}[ow] * r1[{w1}[ow]]);"]
+    em.element_kernel(out.numel, [(Y, True), (X, False)] + [(t, False) for t in dict.fromkeys(T)], body)
+
+
+def _reduce_loop(em: GpuEmitter, node: Node) -> None:
+    """A reduction the work-group kernels do not take (integer / bool inputs, any / all): one thread per
+    output, accumulating in the output's type (float32: in float)."""
+    x, out = node.inputs[0], node.outputs[0]
+    outer, r, inner = node.attrs["view"]
+    kind = node.attrs["kind"]
+    t, X, Y = ctype(out.dtype), em.ptr(x), em.ptr(out)
+    body = [f"const pt2c_long i = e__ % {inner}, o = e__ / {inner};"]
+    at = f"(o * {r} + k) * {inner} + i"
+    init = {"sum": "0", "mean": "0", "prod": "1", "any": "0", "all": "1"}
+    if kind in init:
+        acc = "int" if kind in ("any", "all") else ("float" if out.dtype == "float32" else t)
+        step = {"sum": "acc += {x};", "mean": "acc += {x};", "prod": "acc *= {x};", "any": "acc = acc || ({x} != 0);",
+                "all": "acc = acc && ({x} != 0);"}[kind]
+        body += [f"{acc} acc = {init[kind]};", f"for (pt2c_long k = 0; k < {r}; k++) " + step.format(x=f"{X}[{at}]")]
+        res = f"acc / {r}" if kind == "mean" else "acc"
+    else:
+        cmp = ">" if "max" in kind else "<"
+        body += ["pt2c_long best = 0;",
+                 f"for (pt2c_long k = 1; k < {r}; k++) if ({X}[{at}] {cmp} {X}[(o * {r} + best) * {inner} + i]) best = k;"]
+        res = "best" if kind.startswith("arg") else f"{X}[(o * {r} + best) * {inner} + i]"
+    body.append(f"{Y}[e__] = ({t})({res});")
+    em.element_kernel(outer * inner, [(Y, True), (X, False)], body)
+
+
+def _cumsum(em: GpuEmitter, node: Node) -> None:
+    x, out = node.inputs[0], node.outputs[0]
+    outer, r, inner = outer_inner(x.shape, node.attrs["dim"])
+    t, X, Y = ctype(out.dtype), em.ptr(x), em.ptr(out)
+    acc = "float" if out.dtype == "float32" else t
+    em.element_kernel(outer * inner, [(Y, True), (X, False)], [
+        f"const pt2c_long i = e__ % {inner}, o = e__ / {inner};",
+        f"{acc} acc = 0;",
+        f"for (pt2c_long k = 0; k < {r}; k++) {{",
+        f"    const pt2c_long at = (o * {r} + k) * {inner} + i;",
+        f"    acc += ({acc}){X}[at];",
+        f"    {Y}[at] = ({t})acc;",
+        "}"])
+
+
+def _gather_dim(em: GpuEmitter, node: Node) -> None:
+    x, idx = node.inputs
+    out = node.outputs[0]
+    dim = node.attrs["dim"]
+    X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
+    lines, names = _unflatten(idx.shape)
+    src = list(names)
+    src[dim] = "j"
+    em.errors.add("INDEX")
+    em.element_kernel(out.numel, [(Y, True), (X, False), (I, False)], lines + [
+        f"const int64_t j = (int64_t){I}[e__];",
+        f"if (j < 0 || j >= {x.shape[dim]}) {{ err__[0] = PT2C_ERR_INDEX_FLAG; {Y}[e__] = 0; return; }}",
+        f"{Y}[e__] = {X}[{_lin(src, contiguous_strides(x.shape))}];"], uses_err=True)
+
+
+def _index_multi(em: GpuEmitter, node: Node) -> None:
+    """x[..., i0, i1, ...] with run-time index tensors (broadcast together), negative indices wrapped."""
+    x, idx = node.inputs[0], node.inputs[1:]
+    out = node.outputs[0]
+    pre, bshape = node.attrs["pre"], tuple(node.attrs["bshape"])
+    X, Y = em.ptr(x), em.ptr(out)
+    lines, names = _unflatten(out.shape)
+    xs = contiguous_strides(x.shape)
+    nb = len(bshape)
+    terms = [f"{names[d]} * {xs[d]}" for d in range(pre)]
+    terms += [f"{names[pre + nb + d]} * {xs[pre + len(idx) + d]}" for d in range(len(x.shape) - pre - len(idx))]
+    body = list(lines)
+    for q, iv in enumerate(idx):
+        st = broadcast_strides(iv.shape, contiguous_strides(iv.shape), bshape)
+        n = x.shape[pre + q]
+        body += [f"int64_t j{q} = (int64_t){em.ptr(iv)}[{_lin(names[pre:pre + nb], st)}];",
+                 f"if (j{q} < 0) j{q} += {n};",
+                 f"if (j{q} < 0 || j{q} >= {n}) {{ err__[0] = PT2C_ERR_INDEX_FLAG; {Y}[e__] = 0; return; }}"]
+        terms.append(f"j{q} * {xs[pre + q]}")
+    body.append(f"{Y}[e__] = {X}[{' + '.join(terms) or '0'}];")
+    em.errors.add("INDEX")
+    em.element_kernel(out.numel, [(Y, True), (X, False)] + [(em.ptr(v), False) for v in dict.fromkeys(idx)], body,
+                      uses_err=True)
+
+
+def _fill(em: GpuEmitter, node: Node) -> None:
+    out = node.outputs[0]
+    Y = em.ptr(out)
+    em.element_kernel(out.numel, [(Y, True)], [f"{Y}[e__] = {lit(out.dtype, node.attrs['value'])};"])
+
+
+def _moments_norm(em: GpuEmitter, node: Node) -> None:
+    O, M, I = node.attrs["view"]
+    x = node.inputs[0]
+    y, mean, rstd = node.outputs
+    em.library.add("norm")
+    em.launch("pt2c_moments_norm", [_t(y, 0, False), _t(mean, 0, False), _t(rstd, 0, False), _t(x), ("i", O),
+                                    ("i", M), ("i", I), ("f", float(node.attrs["eps"]))], _rows(M), (BLOCK, 1, 1))
+
+
+# ops whose CPU emit function only writes loop nests over strided_loop: on a GPU, one generated kernel each
+LOOP_OPS = ("ew", "strided", "cat")
+
 GPU_OPS: dict[str, Callable[[GpuEmitter, Node], None]] = {
     "matmul": _matmul, "conv2d": _conv2d, "pool2d": _pool2d, "adaptive_pool2d": _adaptive_pool2d,
     "layer_norm": _layer_norm, "rms_norm": _rms_norm, "softmax": _softmax, "reduce": _reduce, "sdpa": _sdpa,
-    "gather": _gather, "take": _take,
+    "gather": _gather, "take": _take, "pad": _pad, "channel_affine": _channel_affine, "upsample2d": _upsample2d,
+    "cumsum": _cumsum, "gather_dim": _gather_dim, "index_multi": _index_multi, "moments_norm": _moments_norm,
+    "fill": _fill,
 }
+
+
+def gpu_kernel(op: str) -> str:
+    """What runs an IR op on a GPU target, for docs/ops.md: the library kernel file(s) its emitter launches,
+    "generated kernel", or "-"."""
+    import inspect
+
+    if OPS[op].alias:
+        return "no code (a view)"
+    if op in LOOP_OPS:
+        return "generated kernel"
+    if op not in GPU_OPS:
+        return "-"
+    src = inspect.getsource(GPU_OPS[op])
+    files = sorted(set(re.findall(r'em\.library\.add\("(\w+)"\)', src)))
+    return ", ".join(f"`gpu/{f}.h`" for f in files) or "generated kernel"
 
 
 def node_comment(node: Node) -> list[str]:
@@ -467,5 +645,5 @@ def tensor_bytes(plan: MemoryPlan, v: Value, const_offsets: dict[int, int]) -> t
     return "ws", st.offset + off
 
 
-__all__ = ["ACT_CODES", "GPU_OPS", "GpuEmitter", "Launch", "gpu_kernel_files", "kernel_params", "node_comment",
+__all__ = ["ACT_CODES", "GPU_OPS", "LOOP_OPS", "gpu_kernel", "GpuEmitter", "Launch", "gpu_kernel_files", "kernel_params", "node_comment",
            "tensor_bytes"]

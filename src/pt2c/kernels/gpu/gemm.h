@@ -75,6 +75,45 @@ PT2C_KERNEL pt2c_gemm(PT2C_T(float, c), PT2C_T(const float, a), PT2C_T(const flo
     }
 }
 
+/* The same product for few rows (M <= 4) when B's columns are contiguous along k (sbk == 1: a linear layer's
+ * weight [N, K] read as its transpose), as in batch-1 inference: a tile of 64 rows would do 16-64x the work
+ * of a row.  8 outputs per group of 256 threads: 32 threads walk k of one column (reading it coalesced),
+ * their partial sums meet in work-group memory.  Grid: (ceil(N / 8), 1, batch). */
+PT2C_KERNEL pt2c_gemv(PT2C_T(float, c), PT2C_T(const float, a), PT2C_T(const float, b), PT2C_T(const float, bias),
+                      PT2C_T(const float, res), int M, int N, int K, pt2c_long sab, int sam, int sak, pt2c_long sbb,
+                      int sbk, int sbn, int has_bias, int bias_per_row, int has_res, int act, float lo, float hi)
+{
+    PT2C_LOCAL float part[4][256];
+    const int t = PT2C_TID(0), lane = t % 32, n = PT2C_BID(0) * 8 + t / 32, z = PT2C_BID(2);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    a += a_off + z * sab;
+    b += b_off + z * sbb;
+    c += c_off + (pt2c_long)z * M * N;
+    bias += bias_off;
+    res += res_off + (pt2c_long)z * M * N;
+    if (n < N) {
+        PT2C_GLOBAL const float *bn = b + (pt2c_long)n * sbn;
+        for (int k = lane; k < K; k += 32) {
+            const float bv = bn[(pt2c_long)k * sbk];
+            for (int m = 0; m < M && m < 4; m++) acc[m] += a[(pt2c_long)m * sam + (pt2c_long)k * sak] * bv;
+        }
+    }
+    for (int m = 0; m < 4; m++) part[m][t] = acc[m];
+    PT2C_SYNC();
+    for (int s = 16; s > 0; s >>= 1) {
+        if (lane < s)
+            for (int m = 0; m < 4; m++) part[m][t] += part[m][t + s];
+        PT2C_SYNC();
+    }
+    if (lane == 0 && n < N)
+        for (int m = 0; m < M && m < 4; m++) {
+            float y = part[m][t];
+            if (has_bias) y += bias[bias_per_row ? m : n];
+            if (has_res) y += res[(pt2c_long)m * N + n];
+            c[(pt2c_long)m * N + n] = pt2c_act(y, act, lo, hi);
+        }
+}
+
 /* x[c][ih][iw] of one image and group, 0 outside the plane (the convolution's padding) */
 PT2C_FN float pt2c_conv_tap(PT2C_GLOBAL const float *x, int c, int ih, int iw, int H, int W)
 {

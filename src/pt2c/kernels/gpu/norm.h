@@ -67,4 +67,33 @@ PT2C_KERNEL pt2c_softmax(PT2C_T(float, y), PT2C_T(const float, x), int n, int in
     }
 }
 
+/* group / instance norm's statistics: x viewed as [O, M, I] normalised per m over (O, I); mean and rstd [M]
+ * out too.  Grid: M groups of 256. */
+PT2C_KERNEL pt2c_moments_norm(PT2C_T(float, y), PT2C_T(float, mean), PT2C_T(float, rstd), PT2C_T(const float, x),
+                              int O, int M, int I, float eps)
+{
+    PT2C_LOCAL float buf[256];
+    const int t = PT2C_TID(0), nt = PT2C_BDIM(0), m = PT2C_BID(0);
+    const pt2c_long n = (pt2c_long)O * I;
+    x += x_off;
+    y += y_off;
+    float s = 0.0f;
+    for (pt2c_long j = t; j < n; j += nt) s += x[((j / I) * M + m) * I + j % I];
+    const float mu = pt2c_wg_sum(buf, s) / (float)n;
+    s = 0.0f;
+    for (pt2c_long j = t; j < n; j += nt) {
+        const float d = x[((j / I) * M + m) * I + j % I] - mu;
+        s += d * d;
+    }
+    const float r = 1.0f / sqrtf(pt2c_wg_sum(buf, s) / (float)n + eps);
+    for (pt2c_long j = t; j < n; j += nt) {
+        const pt2c_long at = ((j / I) * M + m) * I + j % I;
+        y[at] = (x[at] - mu) * r;
+    }
+    if (t == 0) {
+        mean[mean_off + m] = mu;
+        rstd[rstd_off + m] = r;
+    }
+}
+
 #endif /* PT2C_GPU_NORM_H */
