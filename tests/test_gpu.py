@@ -115,7 +115,7 @@ def test_op_table_opencl(tmp_path):
     known = json.loads(GPU_UNSUPPORTED.read_text())
     assert sorted(refused) == sorted(known), (f"newly refused: {sorted(set(refused) - set(known))}; "
                                               f"newly supported: {sorted(set(known) - set(refused))}")
-    assert len(cases) - len(refused) >= 165  # the table's reach on the GPU path
+    assert len(cases) - len(refused) >= 170  # the table's reach on the GPU path
 
 
 # ---------------------------------------------------------------- CUDA: built by nvcc for three architectures
@@ -145,11 +145,34 @@ def test_cuda_without_device(tmp_path):
     model, inputs = zoo.mlp("tiny")
     _compile(model, inputs, tmp_path / "m", "cuda:sm_80", "mcu")
     lib = pt2c.build(tmp_path / "m")
+    # the header is plain C99: a C program calls the library (init, the graph switch, strerror, release)
+    prog = tmp_path / "c.c"
+    prog.write_text(textwrap.dedent("""\
+        #include <stdio.h>
+        #include "mcu.h"
+        int main(void) {
+            static unsigned char w[1 << 16];
+            FILE *f = fopen("m/mcu.weights", "rb");
+            size_t n = fread(w, 1, sizeof(w), f);
+            mcu_ctx ctx;
+            int rc;
+            fclose(f);
+            rc = mcu_init(&ctx, w, n, NULL, 0);
+            printf("%d %d %s\\n", rc, mcu_use_graph(&ctx, 1), mcu_strerror(rc));
+            mcu_release(&ctx);
+            return 0;
+        }
+        """))
+    subprocess.run(["gcc", *STRICT.split(), "-I", str(tmp_path / "m"), str(prog), str(lib), "-o", str(tmp_path / "c"),
+                    f"-Wl,-rpath,{lib.parent}"], check=True)
+    out = subprocess.run([str(tmp_path / "c")], cwd=tmp_path, capture_output=True, text=True).stdout
     try:
         m = pt2c.load(tmp_path / "m", lib=lib)
     except RunError as e:
         assert "status 15" in str(e) and "no GPU device or driver" in str(e)
+        assert out.startswith("15 8 no GPU device"), out  # (use_graph on a ctx init refused: ERR_NOT_INITIALIZED)
         return
+    assert out.startswith("0 0 ok"), out
     assert_outputs_close(m.run([t.numpy() for t in inputs]), eager(model, inputs), "mlp on CUDA")
 
 

@@ -572,6 +572,43 @@ def _index_multi(em: GpuEmitter, node: Node) -> None:
                       uses_err=True)
 
 
+def _conv_transpose2d(em: GpuEmitter, node: Node) -> None:
+    """Transposed convolution as a gather: each output element sums the input taps that land on it."""
+    at = node.attrs
+    x, w = node.inputs[:2]
+    out = node.outputs[0]
+    _, C, H, W = x.shape
+    _, OC, OH, OW = out.shape
+    G = at["groups"]
+    Cg, OCg = C // G, OC // G
+    KH, KW = w.shape[2:]
+    (sh, sw), (ph, pw), (dh, dw) = at["stride"], at["padding"], at["dilation"]
+    X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
+    params = [(Y, True), (X, False), (Wt, False)]
+    if len(node.inputs) > 2:
+        params.append((em.ptr(node.inputs[2]), False))
+    em.element_kernel(out.numel, params, [
+        f"const pt2c_long ow = e__ % {OW}, oh = (e__ / {OW}) % {OH}, oc = (e__ / {OW * OH}) % {OC}, "
+        f"n = e__ / {OW * OH * OC};",
+        f"const pt2c_long g = oc / {OCg}, ocg = oc % {OCg};",
+        f"float s = {params[3][0] + '[oc]' if len(params) > 3 else '0.0f'};",
+        f"for (pt2c_long icg = 0; icg < {Cg}; icg++) {{",
+        f"    const pt2c_long ic = g * {Cg} + icg;",
+        f"    PT2C_GLOBAL const float *xp = {X} + (n * {C} + ic) * {H * W};",
+        f"    PT2C_GLOBAL const float *wp = {Wt} + (ic * {OCg} + ocg) * {KH * KW};",
+        f"    for (pt2c_long kh = 0; kh < {KH}; kh++) {{",
+        f"        const pt2c_long th = oh + {ph} - kh * {dh};",
+        f"        if (th < 0 || th % {sh} != 0 || th / {sh} >= {H}) continue;",
+        f"        for (pt2c_long kw = 0; kw < {KW}; kw++) {{",
+        f"            const pt2c_long tw = ow + {pw} - kw * {dw};",
+        f"            if (tw < 0 || tw % {sw} != 0 || tw / {sw} >= {W}) continue;",
+        f"            s += xp[(th / {sh}) * {W} + tw / {sw}] * wp[kh * {KW} + kw];",
+        "        }",
+        "    }",
+        "}",
+        f"{Y}[e__] = s;"])
+
+
 def _fill(em: GpuEmitter, node: Node) -> None:
     out = node.outputs[0]
     Y = em.ptr(out)
@@ -595,7 +632,7 @@ GPU_OPS: dict[str, Callable[[GpuEmitter, Node], None]] = {
     "layer_norm": _layer_norm, "rms_norm": _rms_norm, "softmax": _softmax, "reduce": _reduce, "sdpa": _sdpa,
     "gather": _gather, "take": _take, "pad": _pad, "channel_affine": _channel_affine, "upsample2d": _upsample2d,
     "cumsum": _cumsum, "gather_dim": _gather_dim, "index_multi": _index_multi, "moments_norm": _moments_norm,
-    "fill": _fill,
+    "fill": _fill, "conv_transpose2d": _conv_transpose2d,
 }
 
 

@@ -235,7 +235,10 @@ def _header(g: Graph, name: str, lay: Layout, blob_bytes: int, in_names: list[st
     if dialect == "cuda":
         what, dev, q = "CUDA", "device pointers (cudaMalloc)", "cudaStream_t"
         extra = f"""/* init on CUDA device `device` (cudaSetDevice), running on `stream` (a cudaStream_t; NULL: the default stream). */
-int {name}_init_cuda({name}_ctx *ctx, const void *weights, size_t weights_size, int device, void *stream);"""
+int {name}_init_cuda({name}_ctx *ctx, const void *weights, size_t weights_size, int device, void *stream);
+/* on != 0: capture the model's launches once as a CUDA graph, which {name}_run / _run_v then replay (one launch
+ * instead of one per kernel; a stream of its own is made if the ctx has none); 0: launch kernel by kernel. */
+int {name}_use_graph({name}_ctx *ctx, int on);"""
     else:
         what, dev, q = "OpenCL", "cl_mem handles", "cl_command_queue"
         extra = f"""/* init on the application's own OpenCL context, device and in-order queue (cl_context, cl_device_id,
@@ -287,6 +290,7 @@ typedef struct {name}_ctx {{
     void *context, *device, *queue, *program; /* OpenCL handles; CUDA: queue is the cudaStream_t */
     void *memory;                             /* the one device allocation (cl_mem / device pointer) */
     void *kernels[{nkernels}];
+    void *graph; /* CUDA: the captured graph's cudaGraphExec_t ({name}_use_graph) */
     uint32_t initialized, owns_queue;
     char device_name[128];
     char message[1024]; /* the driver's words for the last failure (OpenCL: the head of the build log) */

@@ -352,8 +352,11 @@ static void set_message({name}_ctx *ctx, const char *what, cudaError_t e)
 void {name}_release({name}_ctx *ctx)
 {{
     if (!ctx) return;
+    if (ctx->graph) cudaGraphExecDestroy((cudaGraphExec_t)ctx->graph);
+    if (ctx->owns_queue && ctx->queue) cudaStreamDestroy((cudaStream_t)ctx->queue);
     if (ctx->memory) cudaFree(ctx->memory);
-    ctx->memory = NULL;
+    ctx->graph = ctx->queue = ctx->memory = NULL;
+    ctx->owns_queue = 0;
     ctx->initialized = 0;
 }}
 
@@ -418,6 +421,50 @@ static int run_status(const {name}_ctx *ctx, cudaStream_t s)
     return flag ? {N}_ERR_INDEX : {N}_OK;
 }}
 
+static void staging(const {name}_ctx *ctx, const char **in, char **out)
+{{
+    int i;
+    for (i = 0; i < {N}_NUM_INPUTS; i++) in[i] = (const char *)ctx->memory + in_off[i];
+    for (i = 0; i < {N}_NUM_OUTPUTS; i++) out[i] = (char *)ctx->memory + out_off[i];
+}}
+
+int {name}_use_graph({name}_ctx *ctx, int on)
+{{
+    const char *in[{N}_NUM_INPUTS + 1];
+    char *out[{N}_NUM_OUTPUTS + 1];
+    cudaStream_t s;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t x = NULL;
+    cudaError_t e;
+    int rc = {N}_OK;
+    if (!ctx) return {N}_ERR_NULL_ARG;
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
+    if (ctx->graph) cudaGraphExecDestroy((cudaGraphExec_t)ctx->graph);
+    ctx->graph = NULL;
+    if (!on) return {N}_OK;
+    if (!ctx->queue) {{ /* the legacy default stream cannot be captured */
+        e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+        if (e != cudaSuccess) {{ set_message(ctx, "cudaStreamCreate", e); return {N}_ERR_DEVICE; }}
+        ctx->queue = s;
+        ctx->owns_queue = 1;
+    }}
+    s = (cudaStream_t)ctx->queue;
+    staging(ctx, in, out);
+    e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    if (e == cudaSuccess) {{
+        rc = enqueue(ctx, s, in, out);
+        e = cudaStreamEndCapture(s, &g);
+    }}
+    if (e == cudaSuccess && rc == {N}_OK) e = cudaGraphInstantiate(&x, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (e != cudaSuccess || rc != {N}_OK) {{
+        if (e != cudaSuccess) set_message(ctx, "capturing the CUDA graph", e);
+        return rc != {N}_OK ? rc : {N}_ERR_DEVICE;
+    }}
+    ctx->graph = x;
+    return {N}_OK;
+}}
+
 int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *outputs)
 {{
     const char *in[{N}_NUM_INPUTS + 1];
@@ -427,20 +474,23 @@ int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *
     if (!ctx || (!inputs && {N}_NUM_INPUTS > 0) || !outputs) return {N}_ERR_NULL_ARG;
     if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
     s = (cudaStream_t)ctx->queue;
-    for (i = 0; i < {N}_NUM_INPUTS; i++) {{
+    staging(ctx, in, out);
+    for (i = 0; i < {N}_NUM_INPUTS; i++)
         if (!inputs[i]) return {N}_ERR_NULL_ARG;
-        in[i] = (const char *)ctx->memory + in_off[i];
-        if (cudaMemcpyAsync((char *)ctx->memory + in_off[i], inputs[i], in_bytes[i], cudaMemcpyHostToDevice, s) != cudaSuccess)
-            return {N}_ERR_DEVICE;
-    }}
-    for (i = 0; i < {N}_NUM_OUTPUTS; i++) {{
+    for (i = 0; i < {N}_NUM_OUTPUTS; i++)
         if (!outputs[i]) return {N}_ERR_NULL_ARG;
-        out[i] = (char *)ctx->memory + out_off[i];
-    }}
-    rc = enqueue(ctx, s, in, out);
+    for (i = 0; i < {N}_NUM_INPUTS; i++)
+        if (cudaMemcpyAsync((char *)in[i], inputs[i], in_bytes[i], cudaMemcpyHostToDevice, s) != cudaSuccess)
+            return {N}_ERR_DEVICE;
+    if (ctx->graph)
+        rc = cudaGraphLaunch((cudaGraphExec_t)ctx->graph, s) == cudaSuccess ? {N}_OK : {N}_ERR_DEVICE;
+    else
+        rc = enqueue(ctx, s, in, out);
     if (rc == {N}_OK) rc = run_status(ctx, s);
     for (i = 0; i < {N}_NUM_OUTPUTS && rc == {N}_OK; i++)
-        if (cudaMemcpy(outputs[i], out[i], out_bytes[i], cudaMemcpyDeviceToHost) != cudaSuccess) rc = {N}_ERR_DEVICE;
+        if (cudaMemcpyAsync(outputs[i], out[i], out_bytes[i], cudaMemcpyDeviceToHost, s) != cudaSuccess
+            || cudaStreamSynchronize(s) != cudaSuccess)
+            rc = {N}_ERR_DEVICE;
     if (rc != {N}_OK) cudaStreamSynchronize(s);
     return rc;
 }}
