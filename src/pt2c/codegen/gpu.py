@@ -609,6 +609,48 @@ def _conv_transpose2d(em: GpuEmitter, node: Node) -> None:
         f"{Y}[e__] = s;"])
 
 
+def _select_sort(em: GpuEmitter, node: Node) -> None:
+    """sort / topk: one thread per line, k selection passes (stable; NaN first descending, last ascending)."""
+    x = node.inputs[0]
+    vals, inds = node.outputs
+    dim, k, desc = node.attrs["dim"], node.attrs["k"], node.attrs["descending"]
+    outer, n, inner = outer_inner(x.shape or (1,), dim)
+    X, V, I = em.ptr(x), em.ptr(vals), em.ptr(inds)
+    t = ctype(x.dtype)
+    nan_a, nan_b = ("(va != va)", "(vb != vb)") if x.dtype == "float32" else ("0", "0")
+    if desc:
+        before = f"({nan_a} ? (!{nan_b} || ia < ib) : (!{nan_b} && (va > vb || (va == vb && ia < ib))))"
+    else:
+        before = f"({nan_b} ? (!{nan_a} || ia < ib) : (!{nan_a} && (va < vb || (va == vb && ia < ib))))"
+    em.element_kernel(outer * inner, [(V, True), (I, True), (X, False)], [
+        f"const pt2c_long in_ = e__ % {inner}, o = e__ / {inner};",
+        f"PT2C_GLOBAL const {t} *xl = {X} + o * {n * inner} + in_;",
+        "pt2c_long prev = 0;",
+        "int have = 0;",
+        f"for (pt2c_long r = 0; r < {k}; r++) {{",
+        "    pt2c_long best = 0;",
+        "    int found = 0;",
+        f"    for (pt2c_long j = 0; j < {n}; j++) {{",
+        f"        {t} va, vb;",
+        "        pt2c_long ia, ib;",
+        "        if (have) { /* j must come after prev */",
+        f"            va = xl[prev * {inner}]; ia = prev; vb = xl[j * {inner}]; ib = j;",
+        f"            if (!{before}) continue;",
+        "        }",
+        "        if (found) {",
+        f"            va = xl[j * {inner}]; ia = j; vb = xl[best * {inner}]; ib = best;",
+        f"            if (!{before}) continue;",
+        "        }",
+        "        best = j;",
+        "        found = 1;",
+        "    }",
+        f"    {V}[(o * {k} + r) * {inner} + in_] = xl[best * {inner}];",
+        f"    {I}[(o * {k} + r) * {inner} + in_] = (int64_t)best;",
+        "    prev = best;",
+        "    have = 1;",
+        "}"])
+
+
 def _fill(em: GpuEmitter, node: Node) -> None:
     out = node.outputs[0]
     Y = em.ptr(out)
@@ -633,6 +675,7 @@ GPU_OPS: dict[str, Callable[[GpuEmitter, Node], None]] = {
     "gather": _gather, "take": _take, "pad": _pad, "channel_affine": _channel_affine, "upsample2d": _upsample2d,
     "cumsum": _cumsum, "gather_dim": _gather_dim, "index_multi": _index_multi, "moments_norm": _moments_norm,
     "fill": _fill, "conv_transpose2d": _conv_transpose2d,
+    "select_sort": _select_sort,
 }
 
 
