@@ -38,6 +38,9 @@ def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOp
     ep, prov = load_program(model, example_inputs, example_kwargs=example_kwargs)
     ep = decompose(ep, options.decompose)
     g = lower(ep, options.name, {k.function: k for k in options.kernels})
+    # the program's own tensors are no longer needed: those the graph uses are its constants now, and a weight
+    # lowered to a new array (transposed, folded) frees its original here instead of staying resident
+    del ep
     return optimize(g, options), prov
 
 

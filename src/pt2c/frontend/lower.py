@@ -157,8 +157,10 @@ class LowerCtx:
     def transpose(self, w: Value) -> Value:
         """2-D transpose (a strided view; folded when w is a constant)."""
         if w.is_const:  # once per weight: a weight read by several nodes (ALBERT's shared layer) is one copy
+            # a numpy view, not a copy: prepack packs from it, and the blob writer copies one tensor at a time, so
+            # a model's linear weights are never held twice (a 1.1B Llama compiled at 2.2x its weights before)
             if id(w) not in self.L.transposed:
-                self.L.transposed[id(w)] = (w, self.L.const(np.ascontiguousarray(w.data.T), w.name + "_t"))
+                self.L.transposed[id(w)] = (w, self.L.const(w.data.T, w.name + "_t"))
             return self.L.transposed[id(w)][1]
         out = self.new("t", (w.shape[1], w.shape[0]), w.dtype)
         return make_strided(self, w, out, (1, w.shape[1]), 0)
