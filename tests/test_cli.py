@@ -198,3 +198,14 @@ def test_compile_no_winograd_and_multiversion(tmp_path):
         assert json.loads((out / "manifest.json").read_text())["target"] == "x86_64,x86_64-v3"
     r = invoke("compile", pt2, "-o", tmp_path / "bad", "--target", "x86_64,riscv64")
     assert r.exit_code != 0 and "multi-versioning combines the x86-64 levels" in r.output
+
+
+def test_compile_reports_its_stages(tmp_path):
+    """pt2c.compile(progress=...) names each stage as it starts (pt2c compile shows them beside its spinner)."""
+    import torch
+
+    import pt2c
+
+    seen = []
+    pt2c.compile(torch.nn.Linear(4, 2), tmp_path / "p", example_inputs=(torch.randn(1, 4),), progress=seen.append)
+    assert seen == ["loading", "decomposing", "lowering", "optimizing", "planning memory", "writing"]

@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from typing import Annotated, Any, Callable, List, Optional
@@ -228,11 +229,14 @@ def compile_cmd(
     for d in decompose or ():
         cmd += ["--decompose", d]
     cmd += ["-O", str(opt_level)]
-    with console.status(f"compiling {model} ..."):
+    with console.status(f"compiling {model} ...") as status:
+        t0 = time.perf_counter()
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
                            openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
                            freestanding=freestanding, winograd=False if no_winograd else None, force=force,
-                           kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()))
+                           kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()),
+                           progress=lambda s: status.update(f"compiling {model}: {s} ... "
+                                                            f"({time.perf_counter() - t0:.0f} s)"))
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
     ncustom = sum(1 for f in art.files if f.startswith("custom_ops/") and f.endswith(".c"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from pt2c.codegen.cwriter import Artifact, write_artifact
@@ -32,12 +33,18 @@ def default_name(model: Any) -> str:
 
 
 def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOptions | None = None,
-             example_kwargs: dict | None = None) -> tuple[Graph, dict]:
-    """The optimized graph of a model (load, decompose, lower, optimize) and its provenance."""
+             example_kwargs: dict | None = None, progress: Callable[[str], None] | None = None) -> tuple[Graph, dict]:
+    """The optimized graph of a model (load, decompose, lower, optimize) and its provenance; progress is called
+    with each stage's name as it starts."""
     options = options or CompileOptions()
+    step = progress or (lambda s: None)
+    step("loading")
     ep, prov = load_program(model, example_inputs, example_kwargs=example_kwargs)
+    step("decomposing")
     ep = decompose(ep, options.decompose)
+    step("lowering")
     g = lower(ep, options.name, {k.function: k for k in options.kernels})
+    step("optimizing")
     # the program's own tensors are no longer needed: those the graph uses are its constants now, and a weight
     # lowered to a new array (transposed, folded) frees its original here instead of staying resident
     del ep
@@ -48,7 +55,8 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                     example_kwargs: dict | None = None, target: str = "generic",
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
                     command: str = "", freestanding: bool = False, winograd: bool | None = None,
-                    force: bool = False, kernels: Any = None, decompose: Any = ()) -> Artifact:
+                    force: bool = False, kernels: Any = None, decompose: Any = (),
+                    progress: Callable[[str], None] | None = None) -> Artifact:
     """out_dir: a new folder, an empty one, or one pt2c wrote before (else OutputError, checked before the
     compile starts; force=True writes into any folder, replacing only files of the names pt2c writes).
     The artifact is written into a staging folder and moved into place at the end: whatever fails,
@@ -60,8 +68,12 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                                   kernels=kernels, decompose=decompose)
     opts = replace(opts, name=check_name(name) if name else default_name(model))
     with OutputFolder(out_dir, force=opts.force) as out:  # OutputError now, before the slow part
-        g, prov = to_graph(model, example_inputs, opts, example_kwargs)
+        g, prov = to_graph(model, example_inputs, opts, example_kwargs, progress)
+        if progress:
+            progress("planning memory")
         g, plan = finish(g)  # outputs materialised, memory planned: each verified
+        if progress:
+            progress("writing")
         try:
             write = write_gpu_artifact if opts.target.is_gpu else write_artifact
             art = write(g, plan, out.staging, opts, provenance=prov)
