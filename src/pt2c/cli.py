@@ -229,7 +229,8 @@ def compile_cmd(
     for d in decompose or ():
         cmd += ["--decompose", d]
     cmd += ["-O", str(opt_level)]
-    with console.status(f"compiling {model} ...") as status:
+    with warnings.catch_warnings(record=True) as caught, console.status(f"compiling {model} ...") as status:
+        warnings.simplefilter("always", UserWarning)
         t0 = time.perf_counter()
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
                            openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
@@ -237,6 +238,9 @@ def compile_cmd(
                            kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()),
                            progress=lambda s: status.update(f"compiling {model}: {s} ... "
                                                             f"({time.perf_counter() - t0:.0f} s)"))
+    for w in caught:
+        if "dynamic sizes" in str(w.message):  # (pt2c's own; torch's export chatter stays out)
+            err_console.print(f"[yellow]warning:[/yellow] {_escape(str(w.message))}")
     m = art.manifest
     say(f"[green]compiled[/green] {model} -> {out}/ (model [bold]{art.name}[/bold], target {m['target']})")
     ncustom = sum(1 for f in art.files if f.startswith("custom_ops/") and f.endswith(".c"))
@@ -452,7 +456,7 @@ def verify_cmd(
                         kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()), sanitize=sanitize,
                         progress=lambda s: status.update(f"verifying: {s} ..."))
     for w in caught:
-        if issubclass(w.category, RuntimeWarning):
+        if issubclass(w.category, RuntimeWarning) or "dynamic sizes" in str(w.message):
             err_console.print(f"[yellow]warning:[/yellow] {_escape(str(w.message))}")
     console.print(_report_table(report))
     if report.timings:

@@ -382,6 +382,8 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
         "torch_version": prov.get("torch_version", ""),
         "exported_with_torch": prov.get("exported_with_torch", ""),
         "export_schema_version": prov.get("schema_version", ""),
+        # dims the export declared dynamic, compiled at the example's size (pt2c compiles static shapes so far)
+        "specialized": prov.get("specialized", []),
         "target": ",".join(t.name for t in [target, *variants]),
         "target_cflags": list(target.cflags),
         # extra code paths (multi-versioning): source file and the flags it is compiled with

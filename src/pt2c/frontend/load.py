@@ -4,6 +4,7 @@ Version checks happen here, before anything else reads the program."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,39 @@ def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: b
         raise InputError(f"cannot compile a {type(src).__name__}: pass a .pt2 path, an ExportedProgram, or an nn.Module with example inputs")
     prov["torch_version"] = torch_v
     check_dtypes(ep)
+    prov["specialized"] = specialized_dims(ep)
+    if prov["specialized"]:
+        dims = "; ".join(f"input '{d['input']}' dim {d['dim']} ({d['symbol']} in [{d['min']}, {d['max']}]) -> {d['size']}"
+                         for d in prov["specialized"][:8])
+        warnings.warn(f"the program declares dynamic sizes, and pt2c compiles static shapes so far: it compiles the "
+                      f"example's sizes ({dims}); the artifact takes exactly those (manifest.json: \"specialized\"). "
+                      "What to try: export with static shapes, or compile once per size you need.", UserWarning,
+                      stacklevel=3)
     return ep, prov
+
+
+def specialized_dims(ep: Any) -> list[dict[str, Any]]:
+    """The user inputs' dims the export declared dynamic (a SymInt in the placeholder's example value), each with
+    its symbol, the range the export allows and the example's size, which pt2c compiles."""
+    import torch
+
+    ranges = {str(k): v for k, v in (getattr(ep, "range_constraints", None) or {}).items()}
+    user = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+    out = []
+    for node in ep.graph.nodes:
+        val = node.meta.get("val") if node.op == "placeholder" and node.name in user else None
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, n in enumerate(val.shape):
+            if isinstance(n, torch.SymInt):
+                sym = str(n.node.expr)
+                if sym not in ranges and len(ranges) == 1:  # (a .pt2 read back may carry the size, not the symbol)
+                    sym = next(iter(ranges))
+                r = ranges.get(sym)
+                lo, hi = (r.lower, r.upper) if r is not None else ("?", "?")
+                out.append({"input": node.name, "dim": d, "symbol": sym, "min": str(lo), "max": str(hi),
+                            "size": int(n.node.hint) if n.node.hint is not None else None})
+    return out
 
 
 def check_dtypes(ep: Any) -> None:
