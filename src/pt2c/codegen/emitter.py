@@ -94,6 +94,30 @@ def named_args(stmt: str, indent: int = 0, width: int = 110) -> str:
     return ("\n" + " " * indent).join(lines)
 
 
+def node_comment(node: Node) -> list[str]:
+    """A node's C comment: module path (and type), what it does, its output, the PyTorch source line; a fused
+    node: the comment of each node it runs, with its note."""
+    op = OPS[node.op]
+    if op.parts is not None:
+        lines: list[str] = []
+        for part, note in op.parts(node):
+            c = node_comment(part)
+            c[0] += note
+            lines += c
+        return lines
+    o = node.origin
+    out = node.outputs[0]
+    what = op.describe(node) if op.describe is not None else node.op
+    loc = o.module_path or "<top>"
+    if o.module_type:
+        loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
+    lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
+    if o.source:
+        lines.append(f" * {c_comment(o.source)}")
+    lines[-1] += " */"
+    return lines
+
+
 class Emitter:
     def __init__(self, g: Graph, plan: MemoryPlan, const_offsets: dict[int, int]):
         self.g = g
@@ -185,26 +209,9 @@ class Emitter:
             self.line("}")
 
     # ------------------------------------------------------------ whole graph
-    def node_comment(self, node: Node) -> list[str]:
-        op = OPS[node.op]
-        if op.parts is not None:  # a fused node: the comment of each node it runs, with its note
-            lines: list[str] = []
-            for part, note in op.parts(node):
-                c = self.node_comment(part)
-                c[0] += note
-                lines += c
-            return lines
-        o = node.origin
-        out = node.outputs[0]
-        what = op.describe(node) if op.describe is not None else node.op
-        loc = o.module_path or "<top>"
-        if o.module_type:
-            loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
-        lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
-        if o.source:
-            lines.append(f" * {c_comment(o.source)}")
-        lines[-1] += " */"
-        return lines
+    @staticmethod
+    def node_comment(node: Node) -> list[str]:
+        return node_comment(node)
 
     def block(self, g: Graph, results_to: list[Value],
               after: Callable[[list[str]], list[str]] | None = None) -> None:

@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pt2c.codegen.emitter import collapse
-from pt2c.codegen.escape import c_comment, c_string
+from pt2c.codegen.emitter import collapse, node_comment
+from pt2c.codegen.escape import c_string
 from pt2c.errors import UnsupportedError
 from pt2c.ir import Graph, MemoryPlan, Node, Value, ctype, itemsize
 from pt2c.ops import OPS
@@ -695,22 +695,6 @@ def gpu_kernel(op: str) -> str:
     return ", ".join(f"`gpu/{f}.h`" for f in files) or "generated kernel"
 
 
-def node_comment(node: Node) -> list[str]:
-    """The node's C comment: module path, what it does, the PyTorch source line."""
-    o = node.origin
-    op = OPS[node.op]
-    out = node.outputs[0]
-    what = op.describe(node) if op.describe is not None else node.op
-    loc = o.module_path or "<top>"
-    if o.module_type:
-        loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
-    lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
-    if o.source:
-        lines.append(f" * {c_comment(o.source)}")
-    lines[-1] += " */"
-    return lines
-
-
 def tensor_bytes(plan: MemoryPlan, v: Value, const_offsets: dict[int, int]) -> tuple[str, int]:
     """Where v lives: (region, byte offset in it); region "w" (weights), "ws" (activations), "in<i>", "out<i>"."""
     r = plan.root(v)
@@ -725,5 +709,5 @@ def tensor_bytes(plan: MemoryPlan, v: Value, const_offsets: dict[int, int]) -> t
     return "ws", st.offset + off
 
 
-__all__ = ["ACT_CODES", "GPU_OPS", "LOOP_OPS", "gpu_kernel", "GpuEmitter", "Launch", "gpu_kernel_files", "kernel_params", "node_comment",
+__all__ = ["ACT_CODES", "GPU_OPS", "LOOP_OPS", "gpu_kernel", "GpuEmitter", "Launch", "gpu_kernel_files", "kernel_params",
            "tensor_bytes"]
