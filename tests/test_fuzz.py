@@ -70,7 +70,7 @@ FUZZ = settings(derandomize=SCALE == 1, deadline=None, database=None,
 def examples(n: int) -> settings:
     return settings(FUZZ, max_examples=n * SCALE)
 
-# status codes of the C API (see cwriter.STATUS)
+# status codes of the C API (see codegen/capi.py: STATUS)
 OK = 0
 WEIGHTS_ERRORS = {3, 4, 5, 6, 7}  # truncated, magic, version, mismatch, corrupt
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pt2c.codegen.emitter import collapse, node_comment
+from pt2c.codegen.emitter import collapse
 from pt2c.codegen.escape import c_string
 from pt2c.errors import UnsupportedError
 from pt2c.ir import Graph, MemoryPlan, Node, Value, ctype, itemsize

@@ -16,11 +16,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pt2c.codegen.cwriter import (ABI_VERSION, HEADER_BYTES, WEIGHTS_FORMAT_VERSION, Artifact, WeightsBlob, _io_names,
-                                  dtype_enum, header_signature, io_doc, io_tables, status_enum, status_messages,
-                                  typed_params, weights_check, weights_helpers)
+from pt2c.codegen.capi import (HEADER_BYTES, WEIGHTS_FORMAT_VERSION, dtype_enum, io_doc, io_tables, status_enum,
+                               status_messages, typed_params, weights_check, weights_helpers)
+from pt2c.codegen.cwriter import ABI_VERSION, Artifact, WeightsBlob, _io_names, header_signature
 from pt2c.codegen.escape import c_comment
-from pt2c.codegen.gpu import GpuEmitter, Launch, gpu_kernel_files, kernel_params, node_comment, tensor_bytes
+from pt2c.codegen.emitter import node_comment
+from pt2c.codegen.gpu import GpuEmitter, Launch, gpu_kernel_files, kernel_params, tensor_bytes
 from pt2c.codegen.gpu_runtime import cuda_source, opencl_source
 from pt2c.ir import Graph, MemoryPlan, ctype, itemsize, walk
 from pt2c.ops import OPS
