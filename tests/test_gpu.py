@@ -190,6 +190,20 @@ def test_cuda_without_device(tmp_path):
     assert_outputs_close(m.run([t.numpy() for t in inputs]), eager(model, inputs), "mlp on CUDA")
 
 
+@needs_nvcc
+def test_cuda_two_models_link_into_one_library(tmp_path):
+    """The kernels have internal linkage (as the CPU kernels are static): two models' objects link together."""
+    objs = []
+    for name, (m, x) in (("one", zoo.mlp("tiny")), ("two", (torch.nn.Linear(8, 3), (torch.randn(2, 8),)))):
+        _compile(m, x, tmp_path / name, "cuda:sm_80", name)
+        objs.append(tmp_path / f"{name}.o")
+        subprocess.run([_nvcc(), "-O1", "-arch=sm_80", "-Xcompiler", "-fPIC", "-c", str(tmp_path / name / f"{name}.cu"),
+                        "-o", str(objs[-1])], check=True, capture_output=True)
+    p = subprocess.run([_nvcc(), "-shared", "-o", str(tmp_path / "both.so"), *map(str, objs)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr[-2000:]
+
+
 def test_cuda_target_spec():
     t = get_targets("cuda:sm_80,sm_90")[0]
     assert t.backend == "cuda" and t.gpu_archs == (80, 90)

@@ -65,7 +65,7 @@ typedef uchar uint8_t;
 #else /* CUDA */
 #include <math.h>
 #include <stdint.h>
-#define PT2C_KERNEL extern "C" __global__ void
+#define PT2C_KERNEL static __global__ void /* internal linkage: several models link into one program */
 #define PT2C_FN static __device__ __forceinline__
 #define PT2C_GLOBAL
 #define PT2C_LOCAL __shared__
