@@ -191,6 +191,8 @@ class GpuEmitter:
 
     def launch(self, kernel: str, args: list[tuple[Any, ...]], grid: tuple[int, int, int],
                block: tuple[int, int, int]) -> None:
+        if grid[0] >= 2**31 or max(grid[1], grid[2]) > 65535:  # CUDA's grid limits (OpenCL devices: similar)
+            raise GpuRefusal(f"{kernel} would need a grid of {list(grid)} work-groups (at most 2^31-1 x 65535 x 65535)")
         self.launches.append(Launch(kernel, args, grid, block, list(self.comment)))
         self.comment = []  # (a node's comment once, before its first launch)
 
