@@ -371,6 +371,20 @@ def test_opencl_matmul_shapes(tmp_path):
     assert_outputs_close(model.run([x.numpy() for x in xs]), eager(m, xs), "matmul shapes")
 
 
+@needs_pocl
+def test_opencl_names_that_are_keywords(tmp_path):
+    """Inputs named like OpenCL C keywords and types (`local`, `half`): generated kernels prefix their
+    parameters, so no model's names can collide with the dialect's."""
+    class M(torch.nn.Module):
+        def forward(self, local, half):
+            return torch.relu(local) * half + local[:, :2].sum()
+
+    xs = (torch.randn(3, 4), torch.randn(3, 4))
+    pt2c.compile(M(), tmp_path / "kw", example_inputs=xs, target="opencl", name="kw")
+    model = pt2c.load(tmp_path / "kw", lib=pt2c.build(tmp_path / "kw", cflags=STRICT))
+    assert_outputs_close(model.run([x.numpy() for x in xs]), eager(M(), xs), "keyword names")
+
+
 def test_gpu_unsupported_listed_at_once(tmp_path):
     class M(torch.nn.Module):
         def forward(self, x, y):

@@ -131,8 +131,10 @@ class GpuEmitter:
         return c_string(text)
 
     def ptr(self, v: Value) -> str:
-        self.values[v.name] = v
-        return v.name
+        """The kernel parameter naming v: its name, prefixed so that no value name can be an OpenCL C or CUDA
+        keyword or builtin (a layer called `local` or `half`)."""
+        self.values["v_" + v.name] = v
+        return "v_" + v.name
 
     def strided_loop(self, shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]],
                      body: Callable[[list[str]], str]) -> None:
