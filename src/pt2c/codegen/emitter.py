@@ -94,6 +94,21 @@ def named_args(stmt: str, indent: int = 0, width: int = 110) -> str:
     return ("\n" + " " * indent).join(lines)
 
 
+def loop_indices(shape: tuple[int, ...], operands: list[tuple[str, tuple[int, ...], int]]
+                 ) -> tuple[list[int], list[str], list[str]]:
+    """A strided loop nest over `shape` with dims merged where every operand allows (collapse): its sizes, its
+    index names and each operand's C index expression (operands: (pointer, strides, element offset))."""
+    sizes, strides = collapse(tuple(shape), [st for _, st, _ in operands])
+    names = ["i"] if len(sizes) == 1 else [f"i{d}" for d in range(len(sizes))]
+    idx = []
+    for (_, _, off), st in zip(operands, strides):
+        terms = [f"{names[d]}" if s == 1 else f"{names[d]} * {s}" for d, s in enumerate(st) if s != 0]
+        if off:
+            terms.append(str(off))
+        idx.append(" + ".join(terms) if terms else "0")
+    return sizes, names, idx
+
+
 def node_comment(node: Node) -> list[str]:
     """A node's C comment: module path (and type), what it does, its output, the PyTorch source line; a fused
     node: the comment of each node it runs, with its note."""
@@ -187,15 +202,8 @@ class Emitter:
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if numel == 0:
             return
-        sizes, strides = collapse(tuple(shape), [st for _, st, _ in operands])
+        sizes, names, idx = loop_indices(shape, operands)
         rank = len(sizes)
-        names = ["i"] if rank == 1 else [f"i{d}" for d in range(rank)]
-        idx = []
-        for (_, _, off), st in zip(operands, strides):
-            terms = [f"{names[d]}" if s == 1 else f"{names[d]} * {s}" for d, s in enumerate(st) if s != 0]
-            if off:
-                terms.append(str(off))
-            idx.append(" + ".join(terms) if terms else "0")
         if numel >= PARALLEL_MIN and sizes[0] > 1:
             self.line("PT2C_OMP(parallel for)")
         for d in range(rank):

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pt2c.codegen.emitter import collapse
+from pt2c.codegen.emitter import loop_indices
 from pt2c.codegen.escape import c_string
 from pt2c.errors import UnsupportedError
 from pt2c.ir import Graph, MemoryPlan, Node, Value, ctype, itemsize
@@ -143,9 +143,8 @@ class GpuEmitter:
         numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if numel == 0:
             return
-        sizes, strides = collapse(tuple(shape), [st for _, st, _ in operands])
+        sizes, names, idx = loop_indices(shape, operands)
         rank = len(sizes)
-        names = ["i"] if rank == 1 else [f"i{d}" for d in range(rank)]
         decomp = []
         rest = "e__"
         for d in range(rank - 1, -1, -1):
@@ -154,12 +153,6 @@ class GpuEmitter:
             else:
                 decomp.append(f"const pt2c_long {names[d]} = {rest} % {sizes[d]};")
                 rest = f"({rest} / {sizes[d]})"
-        idx = []
-        for (_, _, off), st in zip(operands, strides):
-            terms = [names[d] if s == 1 else f"{names[d]} * {s}" for d, s in enumerate(st) if s != 0]
-            if off:
-                terms.append(str(off))
-            idx.append(" + ".join(terms) if terms else "0")
         written = operands[0][0]
         params = [written] + [p for p in dict.fromkeys(p for p, _, _ in operands[1:]) if p != written]
         self.element_kernel(numel, [(p, p == written) for p in params], decomp + [body(idx)])
