@@ -435,6 +435,31 @@ int {name}_run(const {name}_ctx *ctx, {params})
 
 # ---------------------------------------------------------------- build files
 
+def _make_rules(deps: str, compile_cmd: str, link_cmd: str) -> str:
+    """The rules both dialects' Makefiles share: the object from `deps`, a static and a shared library, clean."""
+    return f"""all: static shared
+static: $(BUILDDIR)/lib$(NAME).a
+shared: $(BUILDDIR)/lib$(NAME).so
+
+$(BUILDDIR):
+\tmkdir -p $(BUILDDIR)
+
+$(BUILDDIR)/$(NAME).o: {deps} | $(BUILDDIR)
+\t{compile_cmd}
+
+$(BUILDDIR)/lib$(NAME).a: $(BUILDDIR)/$(NAME).o
+\tar rcs $@ $<
+
+$(BUILDDIR)/lib$(NAME).so: $(BUILDDIR)/$(NAME).o
+\t{link_cmd}
+
+clean:
+\trm -rf $(BUILDDIR)
+
+.PHONY: all static shared clean
+"""
+
+
 def _build_files(out_dir: Path, name: str, target: Any) -> list[str]:
     if target.backend == "cuda":
         archs = ";".join([f"{a}-real" for a in target.gpu_archs[:-1]] + [str(target.gpu_archs[-1])])
@@ -462,27 +487,9 @@ NVCCFLAGS ?= -O3
 CUDA_ARCHS ?= {gencode}
 BUILDDIR  ?= build
 
-all: static shared
-static: $(BUILDDIR)/lib$(NAME).a
-shared: $(BUILDDIR)/lib$(NAME).so
-
-$(BUILDDIR):
-\tmkdir -p $(BUILDDIR)
-
-$(BUILDDIR)/$(NAME).o: $(NAME).cu $(NAME).h $(wildcard pt2c_kernels/*.h) | $(BUILDDIR)
-\t$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -fPIC -c $(NAME).cu -o $@
-
-$(BUILDDIR)/lib$(NAME).a: $(BUILDDIR)/$(NAME).o
-\tar rcs $@ $<
-
-$(BUILDDIR)/lib$(NAME).so: $(BUILDDIR)/$(NAME).o
-\t$(NVCC) -shared --cudart static $(CUDA_ARCHS) -o $@ $<
-
-clean:
-\trm -rf $(BUILDDIR)
-
-.PHONY: all static shared clean
-"""
+""" + _make_rules("$(NAME).cu $(NAME).h $(wildcard pt2c_kernels/*.h)",
+                  "$(NVCC) $(NVCCFLAGS) $(CUDA_ARCHS) -Xcompiler -fPIC -c $(NAME).cu -o $@",
+                  "$(NVCC) -shared --cudart static $(CUDA_ARCHS) -o $@ $<")
         cmd = f"nvcc -O3 {gencode} -Xcompiler -fPIC -c {name}.cu -o {name}.o"
         src = f"{name}.cu"
     else:
@@ -506,27 +513,8 @@ CFLAGS   ?= -O2 -std=c99 -Wall -Wextra -pedantic
 OPENCL_LIBS ?= -lOpenCL
 BUILDDIR ?= build
 
-all: static shared
-static: $(BUILDDIR)/lib$(NAME).a
-shared: $(BUILDDIR)/lib$(NAME).so
-
-$(BUILDDIR):
-\tmkdir -p $(BUILDDIR)
-
-$(BUILDDIR)/$(NAME).o: $(NAME).c $(NAME).h | $(BUILDDIR)
-\t$(CC) $(CFLAGS) -fPIC -c $(NAME).c -o $@
-
-$(BUILDDIR)/lib$(NAME).a: $(BUILDDIR)/$(NAME).o
-\tar rcs $@ $<
-
-$(BUILDDIR)/lib$(NAME).so: $(BUILDDIR)/$(NAME).o
-\t$(CC) -shared -o $@ $< $(OPENCL_LIBS)
-
-clean:
-\trm -rf $(BUILDDIR)
-
-.PHONY: all static shared clean
-"""
+""" + _make_rules("$(NAME).c $(NAME).h", "$(CC) $(CFLAGS) -fPIC -c $(NAME).c -o $@",
+                  "$(CC) -shared -o $@ $< $(OPENCL_LIBS)")
         cmd = f"cc -O2 -std=c99 -fPIC -c {name}.c -o {name}.o"
         src = f"{name}.c"
     (out_dir / "CMakeLists.txt").write_text(cmake)

@@ -37,6 +37,22 @@
         PT2C_SYNC();                                                                                 \
     }
 
+/* the tile's store through the epilogue: OUT[m][n] = act(acc + bias[m or n] + res[m][n]) for the rows and columns
+ * inside M x N (bias per row when PER_ROW) */
+#define PT2C_GEMM_STORE(OUT, PER_ROW)                                                                \
+    for (int i = 0; i < 4; i++) {                                                                    \
+        const int m = m0 + ty + 16 * i;                                                              \
+        if (m >= M) continue;                                                                        \
+        for (int j = 0; j < 4; j++) {                                                                \
+            const int n = n0 + tx + 16 * j;                                                          \
+            if (n >= N) continue;                                                                    \
+            float v_ = acc[i][j];                                                                    \
+            if (has_bias) v_ += bias[(PER_ROW) ? m : n];                                             \
+            if (has_res) v_ += res[(pt2c_long)m * N + n];                                            \
+            OUT[(pt2c_long)m * N + n] = pt2c_act(v_, act, lo, hi);                                   \
+        }                                                                                            \
+    }
+
 /* C[z] (M x N, dense) = act(A[z] @ B[z] + bias + residual[z]); A(m, k) at a[z sab + m sam + k sak], B(k, n) at
  * b[z sbb + k sbk + n sbn] (transposed and batch-broadcast operands read in place).  bias: length N, or M with
  * bias_per_row; has_bias / has_res say whether they are used.  Grid: (ceil(N / 64), ceil(M / 64), batch). */
@@ -61,18 +77,7 @@ PT2C_KERNEL pt2c_gemm(PT2C_T(float, c), PT2C_T(const float, a), PT2C_T(const flo
     PT2C_GEMM_TILES(PT2C_LA, PT2C_LB)
 #undef PT2C_LA
 #undef PT2C_LB
-    for (int i = 0; i < 4; i++) {
-        const int m = m0 + ty + 16 * i;
-        if (m >= M) continue;
-        for (int j = 0; j < 4; j++) {
-            const int n = n0 + tx + 16 * j;
-            if (n >= N) continue;
-            float y = acc[i][j];
-            if (has_bias) y += bias[bias_per_row ? m : n];
-            if (has_res) y += res[(pt2c_long)m * N + n];
-            c[(pt2c_long)m * N + n] = pt2c_act(y, act, lo, hi);
-        }
-    }
+    PT2C_GEMM_STORE(c, bias_per_row)
 }
 
 /* The same product for few rows (M <= 4) when B's columns are contiguous along k (sbk == 1: a linear layer's
@@ -149,18 +154,7 @@ PT2C_KERNEL pt2c_conv2d(PT2C_T(float, y), PT2C_T(const float, x), PT2C_T(const f
     PT2C_GEMM_TILES(PT2C_LW, PT2C_LX)
 #undef PT2C_LW
 #undef PT2C_LX
-    for (int i = 0; i < 4; i++) {
-        const int m = m0 + ty + 16 * i;
-        if (m >= M) continue;
-        for (int j = 0; j < 4; j++) {
-            const int n = n0 + tx + 16 * j;
-            if (n >= N) continue;
-            float v = acc[i][j];
-            if (has_bias) v += bias[m];
-            if (has_res) v += res[(pt2c_long)m * N + n];
-            y[(pt2c_long)m * N + n] = pt2c_act(v, act, lo, hi);
-        }
-    }
+    PT2C_GEMM_STORE(y, 1)
 }
 
 /* Direct convolution, one output element per thread: grouped convolutions with few output channels per
