@@ -3,7 +3,9 @@ with one CompileOptions built here and passed to every stage that needs it."""
 
 from __future__ import annotations
 
+import os
 import re
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from pt2c.frontend.lower import lower
 from pt2c.ir import Graph
 from pt2c.options import CompileOptions
 from pt2c.passes import finish, optimize
+from pt2c.sym import DynamicSizeError
 
 
 def default_name(model: Any) -> str:
@@ -32,23 +35,58 @@ def default_name(model: Any) -> str:
     return base[:MAX_NAME_LEN].rstrip("_")  # a long file stem is cut, not refused (an explicit name is checked)
 
 
-def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOptions | None = None,
-             example_kwargs: dict | None = None, progress: Callable[[str], None] | None = None) -> tuple[Graph, dict]:
-    """The optimized graph of a model (load, decompose, lower, optimize) and its provenance; progress is called
-    with each stage's name as it starts."""
-    options = options or CompileOptions()
+def load(model: Any, example_inputs: tuple | None = None, options: CompileOptions | None = None,
+         example_kwargs: dict | None = None, progress: Callable[[str], None] | None = None) -> tuple[Any, dict]:
+    """The decomposed ExportedProgram of a model and its provenance."""
     step = progress or (lambda s: None)
     step("loading")
     ep, prov = load_program(model, example_inputs, example_kwargs=example_kwargs)
     step("decomposing")
-    ep = decompose(ep, options.decompose)
+    return decompose(ep, (options or CompileOptions()).decompose), prov
+
+
+def lower_optimized(ep: Any, options: CompileOptions, progress: Callable[[str], None] | None = None,
+                    dynamic: bool = True) -> Graph:
+    """The optimized graph of a decomposed program.  dynamic: the export's dynamic dims stay symbolic (else
+    they are compiled at the example's sizes)."""
+    step = progress or (lambda s: None)
     step("lowering")
-    g = lower(ep, options.name, {k.function: k for k in options.kernels})
+    g = lower(ep, options.name, {k.function: k for k in options.kernels}, dynamic=dynamic)
     step("optimizing")
+    return optimize(g, options)
+
+
+def warn_specialized(prov: dict, why: str) -> None:
+    if os.environ.get("PT2C_REQUIRE_DYNAMIC") and "static shapes were asked" not in why:
+        raise DynamicSizeError(why)  # tests: a dynamic compile that fell back is a failure
+    dims = "; ".join(f"input '{d['input']}' dim {d['dim']} ({d['symbol']} in [{d['min']}, {d['max']}]) -> {d['size']}"
+                     for d in prov["specialized"][:8])
+    warnings.warn(f"the program declares dynamic sizes, and pt2c compiles them at the example's sizes ({dims}) "
+                  f"because {why}; the artifact takes exactly those sizes (manifest.json: \"specialized\").\n"
+                  "What to try: compile once per size you need, or report the op that needs a static size.",
+                  UserWarning, stacklevel=3)
+
+
+def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOptions | None = None,
+             example_kwargs: dict | None = None, progress: Callable[[str], None] | None = None,
+             dynamic: bool = True) -> tuple[Graph, dict]:
+    """The optimized graph of a model (load, decompose, lower, optimize) and its provenance; progress is called
+    with each stage's name as it starts.  A dynamic dim that some part of the graph needs static: the whole
+    program compiled at the example's sizes, with a warning."""
+    options = options or CompileOptions()
+    ep, prov = load(model, example_inputs, options, example_kwargs, progress)
+    if dynamic and prov["specialized"]:
+        try:
+            return lower_optimized(ep, options, progress), {**prov, "specialized": []}
+        except DynamicSizeError as e:
+            warn_specialized(prov, str(e))
+    elif prov["specialized"]:
+        warn_specialized(prov, "static shapes were asked for")
+    g = lower_optimized(ep, options, progress, dynamic=False)
     # the program's own tensors are no longer needed: those the graph uses are its constants now, and a weight
     # lowered to a new array (transposed, folded) frees its original here instead of staying resident
     del ep
-    return optimize(g, options), prov
+    return g, prov
 
 
 def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None,
@@ -56,7 +94,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
                     command: str = "", freestanding: bool = False, winograd: bool | None = None,
                     force: bool = False, kernels: Any = None, decompose: Any = (),
-                    progress: Callable[[str], None] | None = None) -> Artifact:
+                    progress: Callable[[str], None] | None = None, static: bool = False) -> Artifact:
     """out_dir: a new folder, an empty one, or one pt2c wrote before (else OutputError, checked before the
     compile starts; force=True writes into any folder, replacing only files of the names pt2c writes).
     The artifact is written into a staging folder and moved into place at the end: whatever fails,
@@ -68,17 +106,36 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                                   kernels=kernels, decompose=decompose)
     opts = replace(opts, name=check_name(name) if name else default_name(model))
     with OutputFolder(out_dir, force=opts.force) as out:  # OutputError now, before the slow part
-        g, prov = to_graph(model, example_inputs, opts, example_kwargs, progress)
-        if progress:
-            progress("planning memory")
-        g, plan = finish(g)  # outputs materialised, memory planned: each verified
-        if progress:
-            progress("writing")
-        try:
-            write = write_gpu_artifact if opts.target.is_gpu else write_artifact
-            art = write(g, plan, out.staging, opts, provenance=prov)
-        except OSError as e:  # the staging folder: disk full, quota, ...
-            raise OutputError(f"writing the artifact for {out.path} failed: {e}; nothing was written") from e
+        ep, prov = load(model, example_inputs, opts, example_kwargs, progress)
+        art = None
+        if prov["specialized"] and not static:
+            try:
+                g = lower_optimized(ep, opts, progress)
+                art = _write(g, out, opts, {**prov, "specialized": []}, progress)
+            except DynamicSizeError as e:
+                warn_specialized(prov, str(e))
+                for f in sorted(out.staging.rglob("*"), reverse=True):  # anything the dynamic attempt wrote
+                    f.rmdir() if f.is_dir() else f.unlink()
+        elif prov["specialized"]:
+            warn_specialized(prov, "static shapes were asked for (--static)")
+        if art is None:
+            g = lower_optimized(ep, opts, progress, dynamic=False)
+            del ep  # (see to_graph)
+            art = _write(g, out, opts, prov, progress)
         out.commit()
     art.out_dir = Path(out_dir)
     return art
+
+
+def _write(g: Graph, out: OutputFolder, opts: CompileOptions, prov: dict,
+           progress: Callable[[str], None] | None) -> Artifact:
+    if progress:
+        progress("planning memory")
+    g, plan = finish(g)  # outputs materialised, memory planned: each verified
+    if progress:
+        progress("writing")
+    try:
+        write = write_gpu_artifact if opts.target.is_gpu else write_artifact
+        return write(g, plan, out.staging, opts, provenance=prov)
+    except OSError as e:  # the staging folder: disk full, quota, ...
+        raise OutputError(f"writing the artifact for {out.path} failed: {e}; nothing was written") from e

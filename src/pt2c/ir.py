@@ -2,7 +2,7 @@
 MemoryPlan).  The verifier and the reference interpreter, which need the op set, are
 `pt2c.ops.verify` and `pt2c.ops.eval_graph`.
 
-Shapes are static (tuples of ints).  Constants (weights, folded tensors) are Values that
+Shapes are tuples of sizes: ints, or `pt2c.sym.Sym` for a dim the export declared dynamic.  Constants (weights, folded tensors) are Values that
 carry their numpy data.  Every Node names the PyTorch code it came from (`Origin`), so
 errors and generated comments can point back at the user's model.
 """
@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from pt2c.sym import Sym, prod, upper
 
 # dtype name -> (C type, numpy dtype)
 DTYPES: dict[str, tuple[str, Any]] = {
@@ -70,7 +72,7 @@ class Value:
         if dtype not in DTYPES:
             raise ValueError(f"unsupported dtype {dtype!r} for value {name!r}")
         self.name = name
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(s if isinstance(s, Sym) else int(s) for s in shape)
         self.dtype = dtype
         self.data = data
         self.producer: Node | None = None
@@ -80,12 +82,17 @@ class Value:
         return self.data is not None
 
     @property
-    def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+    def numel(self) -> int | Sym:
+        return prod(self.shape)
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> int | Sym:
         return self.numel * itemsize(self.dtype)
+
+    @property
+    def max_nbytes(self) -> int:
+        """nbytes at the dims' upper bounds (what the memory plan reserves)."""
+        return upper(self.nbytes)
 
     def __repr__(self) -> str:
         kind = "const " if self.is_const else ""

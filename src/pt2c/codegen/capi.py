@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pt2c.codegen.escape import c_string
 from pt2c.ir import DTYPE_CODES, Graph, ctype
+from pt2c.sym import hint
 
 HEADER_BYTES = 64  # the weights blob's header
 WEIGHTS_FORMAT_VERSION = 1
@@ -36,6 +37,8 @@ STATUS = [
     ("ERR_NO_KERNEL_IMAGE", "the library holds no code for this GPU's architecture (and no PTX the driver can compile): "
                             "rebuild with the GPU's sm_XX in --target cuda:..."),
     ("ERR_KERNEL_BUILD", "the OpenCL driver could not compile the model's kernels (the build log: <name>_last_error)"),
+    ("ERR_SIZE", "a size is outside the range the model was compiled for, or breaks a relation between sizes "
+                 "the export requires (<name>_sizes() lists each size and its range)"),
 ]
 
 
@@ -77,9 +80,10 @@ def io_tables(g: Graph, name: str, in_names: list[str], out_names: list[str]) ->
     N = name.upper()
     descs = []
     for kind, names, vals in (("inputs", in_names, g.inputs), ("outputs", out_names, g.outputs)):
-        shapes = "\n".join(f"static const int64_t {kind}_shape_{i}[] = {{{', '.join(map(str, v.shape)) or '1'}}};"
+        # (a dynamic model's: at the example's sizes, which init sets)
+        shapes = "\n".join(f"static const int64_t {kind}_shape_{i}[] = {{{', '.join(str(hint(n)) for n in v.shape) or '1'}}};"
                            for i, v in enumerate(vals))
-        rows = ",\n".join(f'    {{{c_string(n)}, {N}_DTYPE_{v.dtype.upper()}, {len(v.shape)}, {kind}_shape_{i}, {v.nbytes}u}}'
+        rows = ",\n".join(f'    {{{c_string(n)}, {N}_DTYPE_{v.dtype.upper()}, {len(v.shape)}, {kind}_shape_{i}, {hint(v.nbytes)}u}}'
                           for i, (n, v) in enumerate(zip(names, vals)))
         rows = rows or "    {NULL, 0, 0, NULL, 0u}"  # C99 has no empty arrays; the count macro says 0
         descs.append(f"{shapes}\nstatic const {name}_tensor_desc {kind}_desc[] = {{\n{rows}\n}};")

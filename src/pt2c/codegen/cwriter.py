@@ -20,19 +20,21 @@ from pt2c.version import __version__
 from pt2c.codegen.buildfiles import write_build_files
 from pt2c.codegen.capi import (HEADER_BYTES, WEIGHTS_FORMAT_VERSION, dtype_enum, io_doc, io_tables, status_enum,
                                status_messages, typed_params, weights_check, weights_helpers)
-from pt2c.codegen.escape import c_comment
+from pt2c.codegen.escape import c_comment, c_string
 from pt2c.codegen.cppheader import write_cpp_header
 from pt2c.custom import HEADER, c_prototype
 from pt2c.codegen.driver import write_driver
 from pt2c.codegen.emitter import Emitter
 from pt2c.ir import Graph, Value, walk
-from pt2c.ops import OPS
+from pt2c.ops import OPS, concrete
+from pt2c.sym import hint, samples
 from pt2c.passes.memory import ALIGN, MemoryPlan
 from pt2c.targets import X86_LEVELS
 
 if TYPE_CHECKING:
     from pt2c.options import CompileOptions
 
+SIZES_PARAM = ", const int64_t *sizes"  # the run-time sizes (a model with dynamic dims)
 ABI_VERSION = 3  # 2: <name>_ctx gained `variant`, <name>_isa(); 3: init takes the workspace size + the header's signature
 WEIGHTS_MAGIC = b"PT2CWGT\0"
 
@@ -225,6 +227,11 @@ class WeightsBlob:
         return b"".join(bytes(c) for c in self.chunks())
 
 
+def json_shape(shape: tuple) -> list:
+    """A shape for manifest.json: ints, and a dynamic size as its C expression ("ids_size1", "2 * ids_size0")."""
+    return [s if isinstance(s, int) else str(s) for s in shape]
+
+
 def _kernel_deps(names: set[str]) -> list[str]:
     """Kernel files needed (with their #include'd kernel dependencies), in include order."""
     kdir = resources.files("pt2c.kernels")
@@ -323,7 +330,7 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
     vfiles = []
     for t in variants:
         vfiles.append(variant_file(name, t))
-        (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, _includes(g, kfiles)))
+        (out_dir / vfiles[-1]).write_text(_variant_source(name, t, body, _includes(g, kfiles), bool(g.meta.get("dims"))))
     files = [f"{name}.h", f"{name}.c", *vfiles] + [f"pt2c_kernels/{f}" for f in kfiles]
     if customs:
         files += [f"custom_ops/{HEADER}"] + [f"custom_ops/{fn}.c" for fn in customs]
@@ -344,21 +351,24 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
         "export_schema_version": prov.get("schema_version", ""),
         # dims the export declared dynamic, compiled at the example's size (pt2c compiles static shapes so far)
         "specialized": prov.get("specialized", []),
+        # dims compiled dynamic: each size's C name, input dim, range and example (manifest shapes name them)
+        "sizes": [{"name": d.cname, "input": d.input, "dim": d.dim, "min": d.lo, "max": d.hi, "example": d.hint}
+                  for d in (g.meta["dims"].dims if g.meta.get("dims") else [])],
         "target": ",".join(t.name for t in [target, *variants]),
         "target_cflags": list(target.cflags),
         # extra code paths (multi-versioning): source file and the flags it is compiled with
         "variants": [{"target": t.name, "file": variant_file(name, t), "cflags": list(t.cflags)} for t in variants],
         "openmp": openmp,
         "freestanding": freestanding,
-        "inputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
-        "outputs": [{"name": n, "shape": list(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
+        "inputs": [{"name": n, "shape": json_shape(v.shape), "dtype": v.dtype} for n, v in zip(in_names, g.inputs)],
+        "outputs": [{"name": n, "shape": json_shape(v.shape), "dtype": v.dtype} for n, v in zip(out_names, g.outputs)],
         "weights": {"file": None if embed_weights else wfile.name, "embedded": embed_weights, "bytes": len(blob),
                     "format_version": WEIGHTS_FORMAT_VERSION, "crc32": f"{blob.crc:08x}"},
         "memory": {"workspace_bytes": plan.workspace_bytes, "arena_bytes": plan.arena_bytes,
                    "scratch_bytes": plan.scratch_bytes, "lower_bound_bytes": plan.lower_bound},
         "ops": sorted({n.op for n in walk(g)}),
         "op_counts": {op: sum(1 for n in walk(g) if n.op == op) for op in sorted({n.op for n in walk(g)})},
-        "flops": int(flops),
+        "flops": hint(flops),  # (at the example's sizes)
         "kernels": kfiles,
     }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -376,6 +386,30 @@ def _header(g: Graph, name: str, plan: MemoryPlan, blob_bytes: int, in_names: li
     N = name.upper()
     status, dtypes, typed = status_enum(N), dtype_enum(N), typed_params(g, in_names, out_names)
     doc = io_doc(g, in_names, out_names)
+    dims = g.meta.get("dims")
+    ctx_sizes = sizes_decl = ""
+    if dims:
+        ctx_sizes = f"\n    int64_t sizes[{N}_NUM_SIZES]; /* the run-time sizes ({name}_set_sizes; the example's after init) */"
+        rows = "\n".join(f" *   {i}: {d.cname} ({d.where}), {d.lo}..{d.hi}" for i, d in enumerate(dims.dims))
+        sizes_decl = f"""
+/* Dynamic sizes.  The model was compiled for a range of sizes:
+{rows}
+ * {name}_set_sizes sets the sizes the next runs use (init sets the example's: {', '.join(str(d.hint) for d in dims.dims)});
+ * inputs and outputs are dense at those sizes ({name}_input_shape / {name}_output_shape), and the
+ * descriptor tables above give their shapes at the example's sizes.  A size out of its range gives
+ * {N}_ERR_SIZE and leaves the context as it was.  The workspace is planned for the largest sizes. */
+typedef struct {name}_size_desc {{
+    const char *name;
+    const char *where; /* the input dim that has this size */
+    int64_t min;
+    int64_t max;
+}} {name}_size_desc;
+const {name}_size_desc *{name}_sizes(void);
+int {name}_set_sizes({name}_ctx *ctx, const int64_t *sizes);
+/* The shape of input / output `index` at the context's sizes (rank entries written). */
+int {name}_input_shape(const {name}_ctx *ctx, int index, int64_t *shape);
+int {name}_output_shape(const {name}_ctx *ctx, int index, int64_t *shape);
+"""
     text = f"""/* {name}.h: C API of the model `{name}` (generated by pt2c {__version__}; do not edit).
  *
  * Usage:
@@ -411,7 +445,7 @@ extern "C" {{
 #define {N}_WORKSPACE_BYTES {max(plan.workspace_bytes, ALIGN)}u
 #define {N}_WORKSPACE_ALIGN {ALIGN}
 #define {N}_NUM_INPUTS {len(g.inputs)}
-#define {N}_NUM_OUTPUTS {len(g.outputs)}
+#define {N}_NUM_OUTPUTS {len(g.outputs)}{f"{chr(10)}#define {N}_NUM_SIZES {len(dims.dims)}" if dims else ""}
 
 enum {{
 {status}
@@ -425,7 +459,7 @@ typedef struct {name}_ctx {{
     const unsigned char *weights; /* start of the tensor data inside the weights blob */
     unsigned char *workspace;
     uint32_t initialized;
-    uint32_t variant; /* the code path init chose (multi-versioned builds; see {name}_isa) */
+    uint32_t variant; /* the code path init chose (multi-versioned builds; see {name}_isa) */{ctx_sizes}
 }} {name}_ctx;
 
 typedef struct {name}_tensor_desc {{
@@ -467,7 +501,7 @@ int {name}_num_inputs(void);
 int {name}_num_outputs(void);
 const {name}_tensor_desc *{name}_inputs(void);
 const {name}_tensor_desc *{name}_outputs(void);
-
+{sizes_decl}
 #ifdef __cplusplus
 }}
 #endif
@@ -497,10 +531,12 @@ def _source(g: Graph, name: str, plan: MemoryPlan, blob: WeightsBlob, body: list
     N = name.upper()
     variants = variants or []
     paths = [target, *variants]
+    dims = g.meta.get("dims")
     fwd = [f"{name}__forward_{t.name.replace('-', '_')}" for t in variants]
     if variants:
         decls = "".join(f"int {f}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, "
-                        f"void *const *outputs); /* {variant_file(name, t)} */\n" for f, t in zip(fwd, variants))
+                        f"void *const *outputs{SIZES_PARAM if dims else ''}); /* {variant_file(name, t)} */\n"
+                        for f, t in zip(fwd, variants))
         multi = (f"""/* ---- code paths: {', '.join(t.name for t in paths)} (the first is this file's; init picks the best
  * the CPU supports, capped by the environment variable PT2C_MAX_ISA=<level name> unless built with
  * -DPT2C_NO_GETENV) ---- */
@@ -528,7 +564,8 @@ static uint32_t choose_variant(void)
     return v;
 }}
 """)
-        dispatch = "".join(f"\n    if (ctx->variant == {i + 1}u) return {f}(ctx->weights, ctx->workspace, inputs, outputs);"
+        dispatch = "".join(f"\n    if (ctx->variant == {i + 1}u) return {f}(ctx->weights, ctx->workspace, inputs, outputs"
+                           f"{', ctx->sizes' if dims else ''});"
                            for i, f in enumerate(fwd))
     else:
         multi = ""
@@ -545,12 +582,15 @@ static uint32_t choose_variant(void)
         embedded = (f"/* The weights blob, embedded ({len(blob)} bytes). */\n"
                     f"static const unsigned char embedded_weights[{len(blob)}] PT2C_ALIGNED(64) = {{\n{_c_bytes(blob.tobytes())}\n}};\n")
     WEIGHTS_HELPERS = weights_helpers()
-    checks = sorted({OPS[n.op].scratch_c(n) for n in walk(g) if OPS[n.op].scratch_c})
+    checks = sorted({OPS[n.op].scratch_c(c) for n in walk(g) if OPS[n.op].scratch_c
+                     for c in ([n] if not dims else [concrete(n, z) for z in samples(dims, 8)])})
     scratch_check = "".join(f"\n    if ((size_t)({c}) > {plan.scratch_bytes}u) return {N}_ERR_WORKSPACE_PLAN;"
                             for c in checks if c != "0")
     uses_ws = re.search(r"\bws\b", "\n".join(body)) is not None  # (not "rows" in /*rows=*/ 4)
     uses_wb = re.search(r"\bwb \+", "\n".join(body)) is not None
     graph_body = "\n".join(body)
+    sizes_init, sizes_api = ("", "") if not dims else (
+        "".join(f"\n    ctx->sizes[{i}] = {d.hint};" for i, d in enumerate(dims.dims)), _sizes_source(g, name, out_names))
     return f"""/* {name}.c: generated by pt2c {__version__} -- do not edit; regenerate instead.
  *
  * source model : {c_comment(prov.get('source', ''))} (exported with torch {c_comment(prov.get('exported_with_torch', ''))}, export schema {c_comment(prov.get('schema_version', ''))})
@@ -621,15 +661,16 @@ int {name}_init_checked({name}_ctx *ctx, const void *weights, size_t weights_siz
 {weights_check(N)}
     ctx->weights = blob + {HEADER_BYTES};
     ctx->workspace = (unsigned char *)workspace;
-    ctx->variant = {'choose_variant()' if variants else '0'};
+    ctx->variant = {'choose_variant()' if variants else '0'};{sizes_init}
     ctx->initialized = 0x70743263u;
     return {N}_OK;
 }}
-
+{sizes_api}
 int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *outputs)
 {{
 {'    const unsigned char *wb;' if uses_wb else ''}
 {'    unsigned char *ws;' if uses_ws else ''}
+{'    const int64_t *sizes;' if dims else ''}
     int i;
     if (!ctx || (!inputs && {N}_NUM_INPUTS > 0) || !outputs) return {N}_ERR_NULL_ARG;
     for (i = 0; i < {N}_NUM_INPUTS; i++)
@@ -637,6 +678,7 @@ int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *
     for (i = 0; i < {N}_NUM_OUTPUTS; i++)
         if (!outputs[i]) return {N}_ERR_NULL_ARG;
     if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;{dispatch}
+{'    sizes = ctx->sizes;' if dims else ''}
 {'    wb = ctx->weights;' if uses_wb else ''}
 {'    ws = ctx->workspace;' if uses_ws else ''}
 {graph_body}
@@ -661,10 +703,11 @@ _VARIANT_ISA = {
 }
 
 
-def _variant_source(name: str, t: Any, body: list[str], includes: str) -> str:
+def _variant_source(name: str, t: Any, body: list[str], includes: str, dynamic: bool = False) -> str:
     """One extra code path of a multi-versioned artifact: the same graph body as <name>.c, compiled for
     a higher x86-64 level; <name>_init selects it when the CPU has that level."""
     N = name.upper()
+    sp = SIZES_PARAM if dynamic else ""
     arch, macros = _VARIANT_ISA[t.name]
     fname = variant_file(name, t)
     func = f"{name}__forward_{t.name.replace('-', '_')}"
@@ -688,9 +731,9 @@ def _variant_source(name: str, t: Any, body: list[str], includes: str) -> str:
 #define PT2C_ERR_INDEX {N}_ERR_INDEX
 #define PT2C_ERR_CUSTOM_OP {N}_ERR_CUSTOM_OP
 
-int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs);
+int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs{sp});
 
-int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs)
+int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs, void *const *outputs{sp})
 {{
     (void)wb;
     (void)ws;
@@ -701,3 +744,51 @@ int {func}(const unsigned char *wb, unsigned char *ws, const void *const *inputs
     return {N}_OK;
 }}
 """
+
+
+def _sizes_source(g: Graph, name: str, out_names: list[str]) -> str:
+    """The C of a dynamic model's size functions: the sizes table, set_sizes (range checks), input / output shapes."""
+    N = name.upper()
+    dims = g.meta["dims"]
+    rows = ",\n".join(f"    {{{c_string(d.cname)}, {c_string(d.where)}, {d.lo}, {d.hi}}}" for d in dims.dims)
+
+    def shapes(fn: str, vals: list[Value]) -> str:
+        cases = []
+        for i, v in enumerate(vals):
+            sets = " ".join(f"shape[{k}] = (int64_t)({n});" for k, n in enumerate(v.shape))
+            cases.append(f"    case {i}: {sets} return {N}_OK;" if sets else f"    case {i}: return {N}_OK;")
+        body = "\n".join(cases)
+        used = [d for d in dims.dims if re.search(rf"\b{d.cname}\b", body)]
+        decl = "".join(f"\n    const size_t {d.cname} = (size_t)ctx->sizes[{dims.dims.index(d)}];" for d in used)
+        return f"""int {name}_{fn}(const {name}_ctx *ctx, int index, int64_t *shape)
+{{
+    if (!ctx || !shape) return {N}_ERR_NULL_ARG;
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
+    {{{decl}
+    switch (index) {{
+{body}
+    default: return {N}_ERR_INDEX;
+    }}
+    }}
+}}
+"""
+    return f"""
+static const {name}_size_desc sizes_desc[{N}_NUM_SIZES] = {{
+{rows}
+}};
+
+const {name}_size_desc *{name}_sizes(void) {{ return sizes_desc; }}
+
+int {name}_set_sizes({name}_ctx *ctx, const int64_t *sizes)
+{{
+    int i;
+    if (!ctx || !sizes) return {N}_ERR_NULL_ARG;
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;
+    for (i = 0; i < {N}_NUM_SIZES; i++)
+        if (sizes[i] < sizes_desc[i].min || sizes[i] > sizes_desc[i].max) return {N}_ERR_SIZE;
+    for (i = 0; i < {N}_NUM_SIZES; i++) ctx->sizes[i] = sizes[i];
+    return {N}_OK;
+}}
+
+{shapes("input_shape", g.inputs)}
+{shapes("output_shape", g.outputs)}"""

@@ -41,7 +41,7 @@ def _c_str(s: str) -> str:
 
 
 def _spec(d: dict[str, Any]) -> str:
-    return f"{d['dtype']}[{', '.join(str(int(s)) for s in d['shape'])}]"
+    return f"{d['dtype']}[{', '.join(str(s) for s in d['shape'])}]"
 
 
 def driver_source(name: str, manifest: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from pt2c.ir import Graph, Node, Value, ctype
 from pt2c.ops import OPS
 from pt2c.ops.util import lit
 from pt2c.passes.memory import MemoryPlan
+from pt2c.sym import DynamicSizeError
 
 PARALLEL_MIN = 1 << 16  # elements: below this an elementwise loop stays single-threaded
 
@@ -199,7 +200,7 @@ class Emitter:
                      body: Callable[[list[str]], str]) -> None:
         """Nested loops over `shape`; operands are (pointer, strides, element offset), the first is written.
         body(list of C index expressions, one per operand) -> C statement."""
-        numel = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        numel = prod(shape, dtype=np.int64) if shape else 1
         if numel == 0:
             return
         sizes, names, idx = loop_indices(shape, operands)
@@ -244,6 +245,12 @@ class Emitter:
         # kernel calls with named literal arguments, wrapped at their final indentation
         self.lines = [ln[:len(ln) - len(ln.lstrip())] + named_args(ln.lstrip(), len(ln) - len(ln.lstrip()))
                       for ln in self.lines]
+        dims = self.g.meta.get("dims")
+        if dims:  # the run-time sizes the body uses
+            text = "\n".join(self.lines)
+            for i, d in reversed(list(enumerate(dims.dims))):
+                if re.search(rf"\b{d.cname}\b", text):
+                    self.lines.insert(0, f"    const size_t {d.cname} = (size_t)sizes[{i}]; /* {d.where}, {d.lo}..{d.hi} */")
         if self.uses_scratch:
             self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
                                  "/* kernel scratch: GEMM packing, im2col, attention tiles */")
@@ -262,7 +269,10 @@ class Emitter:
             self.line("{")
             self.indent += 1
             start = len(self.lines)
-            OPS[n.op].emit(self, n)
+            try:
+                OPS[n.op].emit(self, n)
+            except DynamicSizeError as e:
+                raise DynamicSizeError(f"{e}: the C of op {n.op} ({n.origin.describe()}) needs it static") from e
             self.indent -= 1
             if len(self.lines) == start + 1 and not self.lines[start].strip().startswith(("pt2c_epilogue", "for", "PT2C")):
                 # a single statement needs no block

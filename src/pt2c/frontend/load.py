@@ -4,7 +4,6 @@ Version checks happen here, before anything else reads the program."""
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +87,6 @@ def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: b
     prov["torch_version"] = torch_v
     check_dtypes(ep)
     prov["specialized"] = specialized_dims(ep)
-    if prov["specialized"]:
-        dims = "; ".join(f"input '{d['input']}' dim {d['dim']} ({d['symbol']} in [{d['min']}, {d['max']}]) -> {d['size']}"
-                         for d in prov["specialized"][:8])
-        warnings.warn(f"the program declares dynamic sizes, and pt2c compiles static shapes so far: it compiles the "
-                      f"example's sizes ({dims}); the artifact takes exactly those (manifest.json: \"specialized\"). "
-                      "What to try: export with static shapes, or compile once per size you need.", UserWarning,
-                      stacklevel=3)
     return ep, prov
 
 
@@ -122,6 +114,19 @@ def specialized_dims(ep: Any) -> list[dict[str, Any]]:
     return out
 
 
+def size_value(d: Any) -> int:
+    """A size's value at the example, without guarding on it (int() of a SymInt would make it static)."""
+    import sympy
+    import torch
+
+    if not isinstance(d, torch.SymInt):
+        return int(d)
+    val = d.node.expr.xreplace(d.node.shape_env.var_to_val)
+    if not isinstance(val, sympy.Integer) or (d.node.hint is not None and int(val) != int(d.node.hint)):
+        raise ValueError(f"the size {d.node.expr} is {val} at the example, and its hint says {d.node.hint}")
+    return int(val)
+
+
 def check_dtypes(ep: Any) -> None:
     """One clear error listing every input, weight and node whose dtype pt2c does not compute
     (float16, bfloat16, complex, float8, ...), before anything is lowered or run; and an InputError
@@ -144,7 +149,7 @@ def check_dtypes(ep: Any) -> None:
             if isinstance(v, torch.Tensor):
                 with quiet_torch():
                     try:
-                        [int(d) for d in v.shape]
+                        [size_value(d) for d in v.shape]
                     except Exception as e:  # torch's symbolic shapes: AssertionError, RuntimeError, ...
                         raise InputError(f"node '{node.name}': its size does not evaluate to integers "
                                          f"({type(e).__name__}); the program's shape expressions "

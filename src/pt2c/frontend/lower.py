@@ -16,6 +16,7 @@ import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
+from pt2c.sym import Dim, Dims, DynamicSizeError, Sym
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 from pt2c.ops.elementwise import e_in
 from pt2c.ops.shape import make_strided, make_view
@@ -113,7 +114,7 @@ class LowerCtx:
             val = self.node.meta.get("val")
             vals = list(val) if isinstance(val, (list, tuple)) else [val]
             base = self.L.name_for(self.node, self.origin)
-            self._outs = [self.L.new_value(base if i == 0 else f"{base}_{i}", tuple(v.shape), torch_dtype(v.dtype))
+            self._outs = [self.L.new_value(base if i == 0 else f"{base}_{i}", self.L.shape(v.shape), torch_dtype(v.dtype))
                           if v is not None else None for i, v in enumerate(vals)]  # type: ignore[misc]
         return self._outs  # type: ignore[return-value]
 
@@ -174,8 +175,11 @@ class _LoweringFailed(Exception):
 
 
 class Lowering:
-    def __init__(self, ep: Any, name: str, kernels: dict[str, Any] | None = None):
+    def __init__(self, ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True):
         self.ep = ep
+        # the export's dynamic dims: symbolic sizes (dynamic), or compiled at the example's sizes
+        self.dynamic = dynamic
+        self.dims = Dims()
         self.name = name
         self.kernels = kernels or {}  # C function name -> custom.KernelSpec (users' kernels for custom ops)
         self.nodes: list[Node] = []
@@ -193,6 +197,49 @@ class Lowering:
             i += 1
         self.names.add(name)
         return name
+
+    # ------------------------------------------------------------ sizes
+    def size(self, x: Any) -> int | Sym:
+        """A size from the export (an int, or a torch SymInt / sympy expression over its symbols): a Sym over
+        this program's dims, or the example's value when compiling static."""
+        import torch
+
+        if isinstance(x, torch.SymInt):
+            if not self.dynamic:
+                return int(x.node.hint)
+            x = x.node.expr
+        if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+            return int(x)
+        if not self.dynamic:
+            raise DynamicSizeError(f"the size {x}")
+        return self.dims.expr(torch_sympy(x, self.dims))
+
+    def shape(self, shape: Any) -> tuple[int | Sym, ...]:
+        return tuple(self.size(s) for s in shape)
+
+    def declare_dims(self, placeholders: list[Any]) -> None:
+        """The dynamic dims of the user inputs (symbols of the export's range constraints), each named after
+        the first input dim that has it; an unbounded one is refused."""
+        import torch
+
+        ranges = {str(k): v for k, v in (getattr(self.ep, "range_constraints", None) or {}).items()}
+        seen: set[str] = set()
+        for node in placeholders:
+            val = node.meta.get("val")
+            for d, n in enumerate(getattr(val, "shape", ())):
+                if not isinstance(n, torch.SymInt) or not n.node.expr.is_Symbol or str(n.node.expr) in seen:
+                    continue
+                sym = n.node.expr
+                seen.add(str(sym))
+                r = ranges.get(str(sym))
+                where = f"input '{node.name}' dim {d}"
+                lo, hi = (int(r.lower), r.upper) if r is not None else (0, None)
+                if hi is None or not str(hi).lstrip("-").isdigit():
+                    raise InputError(
+                        f"{where} is dynamic ({sym}) with no upper bound; pt2c plans memory for the largest sizes.\n"
+                        f"What to try: bound it at export (torch.export.Dim(\"{sym}\", min={max(lo, 1)}, max=N)).")
+                cname = self.unique(f"{c_name(node.name)}_size{d}")
+                self.dims.dims.append(Dim(sym, cname, max(lo, 0), int(hi), int(n.node.hint), node.name, d))
 
     def new_value(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
         return Value(self.unique(name), shape, dtype)
@@ -219,6 +266,10 @@ class Lowering:
         state = dict(ep.state_dict)
         state.update(getattr(ep, "constants", {}) or {})
         specs = {s.arg.name: s for s in sig.input_specs}
+        if self.dynamic:
+            self.declare_dims([n for n in ep.graph.nodes if n.op == "placeholder"
+                               and getattr(specs.get(n.name), "kind", None) is not None
+                               and specs[n.name].kind.name == "USER_INPUT"])
         inputs: list[Value] = []
         for node in ep.graph.nodes:
             if node.op == "placeholder":
@@ -238,7 +289,7 @@ class Lowering:
                         dt = torch_dtype(val.dtype)
                     except KeyError:
                         raise InputError(f"input '{node.name}' has dtype {val.dtype}, which pt2c does not support") from None
-                    v = self.new_value(node.name, tuple(int(s) for s in val.shape), dt)
+                    v = self.new_value(node.name, self.shape(val.shape), dt)
                     inputs.append(v)
                     self.env[node.name] = v
                 else:
@@ -256,7 +307,10 @@ class Lowering:
             if not isinstance(v, Value):
                 raise InputError(f"output {a} is not a tensor; only tensor outputs are supported")
             outputs.append(v)
-        return Graph(self.name, inputs, self.nodes, outputs)
+        g = Graph(self.name, inputs, self.nodes, outputs)
+        if self.dims.dims:
+            g.meta["dims"] = self.dims
+        return g
 
     def _fold(self, node: Any) -> Any:
         """Evaluate a node whose tensor inputs are all constants with torch; None if not folded."""
@@ -320,6 +374,9 @@ class Lowering:
                 self.problems.append((str(node.args[0].target), origin_of(node).describe(),
                                       f"output {node.args[1]} of this op is not supported"))
             return v
+        if isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(node.meta.get("val"), bool) \
+                and str(node.target) not in LOWERINGS:
+            return self.size(node.meta["val"])  # a size computation (sym_size, operator.mul on sizes, ...)
         if isinstance(node.target, torch._ops.HigherOrderOperator) and node.target.name() in CONTROL:
             return self.lower_control(node, origin_of(node))
         target = str(node.target)
@@ -586,5 +643,33 @@ class _Poison:
     """Placeholder result of an unsupported node, so later nodes are still checked."""
 
 
-def lower(ep: Any, name: str, kernels: dict[str, Any] | None = None) -> Graph:
-    return Lowering(ep, name, kernels).run()
+def torch_sympy(e: Any, dims: Dims) -> Any:
+    """A torch shape expression as plain sympy over the program's dims (torch's FloorDiv, Mod ... as sympy's)."""
+    import sympy
+
+    known = {d.symbol for d in dims.dims}
+    bad = e.free_symbols - known
+    if bad:
+        raise DynamicSizeError(f"the size {e} uses {', '.join(map(str, sorted(bad, key=str)))}, "
+                               "which no input dim defines (a data-dependent size)")
+
+    def conv(x: Any) -> Any:
+        if x.is_Atom:
+            return x
+        args = [conv(a) for a in x.args]
+        name = type(x).__name__
+        if name in ("FloorDiv", "IntTrueDiv") or (name == "CleanDiv"):
+            return sympy.floor(args[0] / args[1])
+        if name == "CeilDiv":
+            return sympy.floor((args[0] + args[1] - 1) / args[1])
+        if name in ("Mod", "PythonMod"):
+            return sympy.Mod(args[0], args[1])
+        if x.is_Add or x.is_Mul or x.is_Pow:
+            return x.func(*args)
+        raise DynamicSizeError(f"the size expression {x} ({name}) has no C form in pt2c")
+
+    return conv(e)
+
+
+def lower(ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True) -> Graph:
+    return Lowering(ep, name, kernels, dynamic).run()

@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pt2c.ir import LOOPS, Graph, MemoryPlan, VerifyError, reads, schedule, walk
+from pt2c.ir import LOOPS, Graph, MemoryPlan, Node, VerifyError, reads, schedule, walk
 from pt2c.ops import control, conv, creation, custom, elementwise, index, matmul, norm, pool, random, reduce, resize, shape, sort
 from pt2c.ops.registry import LOWERINGS, OPS, UNSUPPORTED, OpDef, core_aten_ops, defop, eval_graph, lowers
+from pt2c.sym import Dims, at, concrete_value, dynamic, samples
 
 __all__ = ["FAMILIES", "LOWERINGS", "OPS", "UNSUPPORTED", "OpDef", "core_aten_ops", "defop", "eval_graph", "lowers",
            "verify", "verify_plan"]
@@ -129,6 +130,20 @@ def _verify_nodes(nodes: list[Any], defined: set[int], names: dict[str, int], na
         OPS[n.op].check(n)
 
 
+def concrete(n: Node, sizes: dict[str, int]) -> Node:
+    """A copy of the node at given sizes (its values and attrs with plain ints)."""
+    return Node(n.op, [concrete_value(v, sizes) for v in n.inputs], at(n.attrs, sizes),
+                [concrete_value(v, sizes) for v in n.outputs], n.origin)
+
+
+def scratch_bytes(n: Node, dims: Dims | None) -> int:
+    """The scratch a node needs; with dynamic sizes, the most it needs at any size (sizes sampled across the
+    ranges: a kernel's blocking need not grow with every size)."""
+    if dims is None or not any(dynamic(v.shape) for v in n.inputs + n.outputs):
+        return OPS[n.op].scratch(n)
+    return max(OPS[n.op].scratch(concrete(n, sizes)) for sizes in samples(dims))
+
+
 def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
     """A memory plan against its graph: graph inputs in the caller's input buffers and outputs in its
     output buffers; every view rooted where its input is; every other computed value in a buffer;
@@ -181,7 +196,7 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
             continue
         if k not in life:
             raise VerifyError(f"plan: arena buffer {k!r} belongs to no computed value")
-        if b.offset % plan.align or b.nbytes < values[k].nbytes or b.offset < 0 or b.offset + b.nbytes > plan.arena_bytes:
+        if b.offset % plan.align or b.nbytes < values[k].max_nbytes or b.offset < 0 or b.offset + b.nbytes > plan.arena_bytes:
             raise VerifyError(f"plan: arena buffer of %{k} {b} is misaligned, too small or outside the "
                               f"{plan.arena_bytes}-byte arena (the value has {values[k].nbytes} bytes)")
         if not (b.first <= life[k][0] and life[k][1] <= b.last):
@@ -198,6 +213,6 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
                                   f"and overlap in the arena ({b}, {b2})")
         live.append((e, k))
     for n in walk(graph):
-        scratch = OPS[n.op].scratch(n) if OPS[n.op].scratch else 0
+        scratch = scratch_bytes(n, graph.meta.get("dims")) if OPS[n.op].scratch else 0
         if scratch > plan.scratch_bytes:
             raise VerifyError(f"plan: {n!r} needs {scratch} bytes of scratch, the plan has {plan.scratch_bytes}")

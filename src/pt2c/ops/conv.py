@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
 from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
@@ -268,7 +269,7 @@ def _scratch_c(call: tuple[Callable[..., int], list[int]]) -> str:
 
 
 def _conv_flops(n: Node) -> int:
-    return 2 * n.outputs[0].numel * int(np.prod(n.attrs["kernel"])) * n.inputs[0].shape[1] // n.attrs["groups"]
+    return 2 * n.outputs[0].numel * prod(n.attrs["kernel"]) * n.inputs[0].shape[1] // n.attrs["groups"]
 
 
 def _describe_conv2d(node: Node) -> str:
@@ -539,7 +540,7 @@ def _emit_conv_t(em: EmitCtx, node: Node) -> None:
 
 
 defop("conv_transpose2d", _ref_conv_t, _emit_conv_t, rule=lambda n: _check_direct_params(n, 2, True),
-      flops=lambda n: 2 * n.inputs[0].numel * int(np.prod(n.inputs[1].shape[1:])))
+      flops=lambda n: 2 * n.inputs[0].numel * prod(n.inputs[1].shape[1:]))
 
 
 def lower_conv_transpose(ctx: LowerCtx, a: dict[str, Any]) -> Value:
@@ -635,7 +636,7 @@ def _check_conv_nd(node: Node) -> None:
 
 
 defop("conv_nd", _ref_conv_nd, _emit_conv_nd, rule=_check_conv_nd,
-      flops=lambda n: 2 * max(n.outputs[0].numel, n.inputs[0].numel) * int(np.prod(n.inputs[1].shape[1:])))
+      flops=lambda n: 2 * max(n.outputs[0].numel, n.inputs[0].numel) * prod(n.inputs[1].shape[1:]))
 
 
 def lower_conv_nd(ctx: LowerCtx, a: dict[str, Any]) -> Value:

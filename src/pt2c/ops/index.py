@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
@@ -59,8 +60,8 @@ def _emit_gather(em: EmitCtx, node: Node) -> None:
     x, idx = node.inputs
     out = node.outputs[0]
     dim = node.attrs["dim"]
-    outer = int(np.prod(x.shape[:dim], dtype=np.int64))
-    inner = int(np.prod(x.shape[dim + 1:], dtype=np.int64))
+    outer = prod(x.shape[:dim])
+    inner = prod(x.shape[dim + 1:])
     D, J = x.shape[dim], idx.numel
     X, I, Y = em.ptr(x), em.ptr(idx), em.ptr(out)
     em.errors.add("INDEX")

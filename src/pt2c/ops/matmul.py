@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import Node, Value
 from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
@@ -67,7 +68,7 @@ def _emit_matmul(em: EmitCtx, node: Node) -> None:
     out = node.outputs[0]
     M, N = out.shape[-2], out.shape[-1]
     K = matmul_k(node)
-    batch = int(np.prod(out.shape[:-2], dtype=np.int64)) if len(out.shape) > 2 else 1
+    batch = prod(out.shape[:-2]) if len(out.shape) > 2 else 1
     a_view = node.attrs.get("a_strides")  # (batch stride, row stride, col stride) when a is a strided view
     b_view = node.attrs.get("b_strides")
     sa = a_view or ((M * K if len(a_v.shape) > 2 else 0), K, 1)
@@ -120,7 +121,7 @@ def _matmul_dims(node: Node) -> tuple[int, int, int]:
     out = node.outputs[0]
     M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
     if len(out.shape) > 2:
-        M *= int(np.prod(out.shape[:-2]))  # covers the batch-folded single GEMM (an upper bound otherwise)
+        M *= prod(out.shape[:-2])  # covers the batch-folded single GEMM (an upper bound otherwise)
     return M, N, K
 
 
@@ -263,7 +264,7 @@ def _lower_linear(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     wt = ctx.transpose(w)
     if len(x.shape) > 2:
         # fold leading dims into M: x is dense, so this is a view
-        M = int(np.prod(x.shape[:-1]))
+        M = prod(x.shape[:-1])
         x2 = ctx.view(x, (M, x.shape[-1]))
         o2 = make_matmul(ctx, x2, wt, bias, ctx.new("linear", (M, out.shape[-1]), "float32"))
         return ctx.view(o2, out.shape, out=out)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
@@ -36,7 +37,7 @@ def _ref_layer_norm(node: Node, x: np.ndarray, *wb: np.ndarray) -> np.ndarray:
 
 def _emit_layer_norm(em: EmitCtx, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
-    cols = int(np.prod(x.shape[len(x.shape) - node.attrs["normalized"]:]))
+    cols = prod(x.shape[len(x.shape) - node.attrs["normalized"]:])
     rows = x.numel // max(cols, 1)
     i = 1
     w = b = "NULL"
@@ -80,7 +81,7 @@ def _lower_layer_norm(ctx: LowerCtx, a: dict[str, Any]) -> Any:
     if len(outs) == 3:
         if output_used(ctx, 1) or output_used(ctx, 2):
             # the saved mean / rstd are read: compute them with the moments loop
-            cols = int(np.prod(x.shape[len(x.shape) - len(a["normalized_shape"]):], dtype=np.int64))
+            cols = prod(x.shape[len(x.shape) - len(a["normalized_shape"]):])
             rows = x.numel // max(cols, 1)
             mo, ro = ctx.new("mean", (rows,), "float32"), ctx.new("rstd", (rows,), "float32")
             ctx.emit("moments_norm", [x], {"view": (1, rows, cols), "eps": float(a.get("eps", 1e-5))},
@@ -132,7 +133,7 @@ def _lower_rms_norm(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     out = ctx.out()
     if nd != 1:
         # normalise over the trailing nd dims: view them as one
-        cols = int(np.prod(x.shape[len(x.shape) - nd:], dtype=np.int64))
+        cols = prod(x.shape[len(x.shape) - nd:])
         x2 = ctx.view(x, (x.numel // max(cols, 1), cols))
         w2 = ctx.view(w, (cols,)) if w is not None else None
         y = ctx.new("rms", x2.shape, "float32")

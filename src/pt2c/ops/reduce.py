@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
@@ -104,9 +105,9 @@ def make_reduce(ctx: LowerCtx, kind: str, x: Value, dims: list[int] | None, out:
         make_strided(ctx, x, xt, tuple(st[d] for d in perm), 0)
         x, dims = xt, list(range(len(keep), rank))
     if dims:
-        outer = int(np.prod(x.shape[:dims[0]], dtype=np.int64))
-        r = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
-        inner = int(np.prod(x.shape[dims[-1] + 1:], dtype=np.int64))
+        outer = prod(x.shape[:dims[0]])
+        r = prod([x.shape[d] for d in dims])
+        inner = prod(x.shape[dims[-1] + 1:])
     else:
         outer, r, inner = 1, 1, x.numel
     if x.dtype != out.dtype and kind not in ("argmax", "argmin", "any", "all"):

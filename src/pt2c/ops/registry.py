@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pt2c.ir import Graph, VerifyError, np_dtype
+from pt2c.sym import Sym
 
 if TYPE_CHECKING:
     from pt2c.ir import Node, Value
@@ -92,7 +93,7 @@ def non_plain(x: Any, path: str = "") -> str | None:
     and str-keyed dicts of those): a path and type name such as "_pw: Node", or None.  Exact types, so
     numpy scalars (np.float64 is a float subclass), arrays, Values and Nodes are all refused."""
     t = type(x)
-    if t in PLAIN_SCALARS:
+    if t in PLAIN_SCALARS or t is Sym:  # (a Sym: an immutable size expression)
         return None
     if t in (tuple, list):
         for i, v in enumerate(x):
@@ -132,7 +133,7 @@ def dtype_in(v: Value, allowed: Iterable[str], what: str) -> None:
 
 def result(v: Value, shape: Iterable[int], dtype: str, what: str = "output") -> None:
     """v has the shape and dtype the rule computed from the inputs and attrs."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(s if isinstance(s, Sym) else int(s) for s in shape)
     need(v.shape == shape and v.dtype == dtype,
          f"{what} %{v.name} is {v.dtype}{list(v.shape)}, the inputs and attrs give {dtype}{list(shape)}")
 
@@ -140,7 +141,7 @@ def result(v: Value, shape: Iterable[int], dtype: str, what: str = "output") -> 
 def ints(x: Any, n: int | None = None, lo: int | None = None) -> bool:
     """x is a tuple / list of n ints (any length for None), each >= lo when given."""
     return (type(x) in (tuple, list) and (n is None or len(x) == n)
-            and all(type(i) is int and (lo is None or i >= lo) for i in x))
+            and all(type(i) in (int, Sym) and (lo is None or i >= lo) for i in x))
 
 
 def broadcast(*shapes: Iterable[int]) -> tuple[int, ...]:

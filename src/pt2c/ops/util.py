@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import prod
 from pt2c.ir import Value, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 
@@ -24,15 +25,10 @@ def norm_dim(d: int, rank: int) -> int:
     return d + rank if d < 0 else d
 
 
-def prod(xs: Any) -> int:
-    xs = list(xs)
-    return int(np.prod(xs, dtype=np.int64)) if xs else 1
-
-
 def outer_inner(shape: tuple[int, ...], dim: int) -> tuple[int, int, int]:
     """(outer, size, inner) of a dense tensor viewed as [outer, shape[dim], inner]."""
-    outer = int(np.prod(shape[:dim], dtype=np.int64))
-    inner = int(np.prod(shape[dim + 1:], dtype=np.int64))
+    outer = prod(shape[:dim])
+    inner = prod(shape[dim + 1:])
     return outer, shape[dim] if shape else 1, inner
 
 

@@ -6,15 +6,16 @@
   their base's storage; graph outputs are written straight into the caller's buffers.  Buffers
   whose lifetimes don't overlap share bytes; placement is greedy by size (largest first, lowest
   offset that fits), which lands close to the lower bound (the peak of simultaneously live
-  bytes), reported next to it.  The plan (ir.MemoryPlan, plain data by value name) is returned
+  bytes), reported next to it.  Dynamic sizes are planned at their upper bounds.  The plan (ir.MemoryPlan, plain data by value name) is returned
   beside the graph; `ops.verify(graph, plan)` checks it.
 """
 
 from __future__ import annotations
 
 from pt2c.ir import Buffer, Graph, MemoryPlan, Node, Value, reads, schedule, walk
-from pt2c.ops import OPS
+from pt2c.ops import OPS, scratch_bytes
 from pt2c.ops.elementwise import e_in
+
 
 __all__ = ["ALIGN", "Buffer", "MemoryPlan", "materialize_outputs", "plan_memory"]
 
@@ -65,12 +66,12 @@ def plan_memory(g: Graph) -> MemoryPlan:
 
     storage: dict[str, Buffer] = {}
     for i, v in enumerate(g.inputs):
-        storage[v.name] = Buffer("input", i, nbytes=v.nbytes)
+        storage[v.name] = Buffer("input", i, nbytes=v.max_nbytes)
     for j, v in enumerate(g.outputs):
         r = root(v)
         # an output that is a full-size view of an intermediate: let the intermediate live in the output
         if r.name not in storage and not r.is_const and aliases.get(v.name, ("", 0))[1] == 0 and r.numel == v.numel:
-            storage[r.name] = Buffer("output", j, nbytes=r.nbytes)
+            storage[r.name] = Buffer("output", j, nbytes=r.max_nbytes)
 
     # lifetimes of arena roots: [first write, last read], over the schedule (ir.schedule: control-flow
     # blocks in line, a loop's outer values and state live until it ends)
@@ -88,8 +89,8 @@ def plan_memory(g: Graph) -> MemoryPlan:
     # greedy by size
     placed: list[tuple[int, int, int, int]] = []  # (offset, size, start, end)
     arena = 0
-    for k in sorted(life, key=lambda k: (-values[k].nbytes, life[k][0])):
-        size = _align(max(values[k].nbytes, 1))
+    for k in sorted(life, key=lambda k: (-values[k].max_nbytes, life[k][0])):
+        size = _align(max(values[k].max_nbytes, 1))
         s, e = life[k]
         overlapping = sorted((o, sz) for o, sz, s2, e2 in placed if not (e2 < s or e < s2))
         off = 0
@@ -103,7 +104,7 @@ def plan_memory(g: Graph) -> MemoryPlan:
     # lower bound: peak of simultaneously live (aligned) bytes
     peak = 0
     for t in range(len(steps)):
-        peak = max(peak, sum(_align(max(values[k].nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
-    scratch = _align(max([OPS[n.op].scratch(n) for n in walk(g) if OPS[n.op].scratch] or [0]))
+        peak = max(peak, sum(_align(max(values[k].max_nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
+    scratch = _align(max([scratch_bytes(n, g.meta.get("dims")) for n in walk(g) if OPS[n.op].scratch] or [0]))
     return MemoryPlan(storage, aliases, arena_bytes=arena, scratch_bytes=scratch, lower_bound=peak, align=ALIGN,
                       values=values)

@@ -56,6 +56,9 @@ def check_manifest_io(lib_io: list[dict], manifest_io: list[dict], kind: str, wh
     """RunError unless the manifest's I/O (names, shapes, dtypes) is the library's."""
     mine = [(d["name"], list(d["shape"]), d["dtype"]) for d in lib_io]
     theirs = [(d.get("name"), list(d.get("shape", [])), d.get("dtype")) for d in manifest_io]
+    # a dynamic size (its C expression in the manifest): the library's table has it at the example's sizes
+    theirs = [(n, [b if isinstance(a, str) else a for a, b in zip(s, m[1])] if len(s) == len(m[1]) else s, t)
+              for (n, s, t), m in zip(theirs, mine)] + theirs[len(mine):]
     if mine != theirs:
         raise RunError(f"{where}: manifest.json's {kind} {theirs} are not the library's {mine}.\n"
                        "What to try: the manifest and the library come from different compiles (or the manifest "
@@ -229,6 +232,17 @@ class Model:
                 raise RunError(f"{lib_path}: tensor {d['name']!r} has dtype {d['dtype']}, which this runner does not know")
         self._in_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.inputs]
         self._out_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.outputs]
+        # dynamic sizes: each read from its input's shape, set in the context before a run
+        self.sizes = list(self.manifest.get("sizes") or [])
+        if self.sizes:
+            self._set_sizes = getattr(self.lib, f"{n}_set_sizes")
+            self._set_sizes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+            self._shape_fns = [getattr(self.lib, f"{n}_{k}_shape") for k in ("input", "output")]
+            for f in self._shape_fns:
+                f.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+            names = [d["name"] for d in self.inputs]
+            self._size_at = [(names.index(z["input"]), int(z["dim"])) for z in self.sizes]
+            self._sizes_now: tuple[int, ...] | None = None
         self._in_ptrs = (ctypes.c_void_p * max(len(self.inputs), 1))()
         self._out_ptrs = (ctypes.c_void_p * max(len(self.outputs), 1))()
 
@@ -263,6 +277,8 @@ class Model:
         if len(inputs) != len(self._in_specs):
             raise RunError(f"{self.name} takes {len(self.inputs)} input(s) "
                            f"({', '.join(d['name'] for d in self.inputs)}), got {len(inputs)}")
+        if self.sizes:
+            self._resize(inputs)
         arrays = []
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._in_specs)):
             if not (type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous):
@@ -279,13 +295,44 @@ class Model:
             self._check(rc, "run")
         return outs
 
+    def _resize(self, inputs: list[Any]) -> None:
+        """A dynamic model: its sizes read from the inputs' shapes, set in the context (a RunError names a size
+        out of range), and the shapes the library then expects and writes."""
+        sizes = []
+        for z, (i, d) in zip(self.sizes, self._size_at):
+            shape = np.shape(inputs[i])
+            if len(shape) <= d:
+                raise RunError(f"input '{z['input']}': expected rank {len(self.inputs[i]['shape'])}, got shape {shape}")
+            sizes.append(int(shape[d]))
+        if tuple(sizes) == self._sizes_now:
+            return
+        bad = [f"{z['input']} dim {z['dim']} is {s}, the model takes {z['min']}..{z['max']}"
+               for z, s in zip(self.sizes, sizes) if not z["min"] <= s <= z["max"]]
+        if bad:
+            raise RunError(f"size out of the compiled range: {'; '.join(bad)}.\nWhat to try: compile with a wider range "
+                           "(torch.export.Dim(..., min=, max=)).")
+        arr = (ctypes.c_int64 * len(sizes))(*sizes)
+        with self._lock:
+            self._check(self._set_sizes(self._ctx, arr), "set_sizes")
+            specs = []
+            for fn, descs in zip(self._shape_fns, (self.inputs, self.outputs)):
+                out = []
+                for i, d in enumerate(descs):
+                    shape = (ctypes.c_int64 * max(len(d["shape"]), 1))()
+                    self._check(fn(self._ctx, i, shape), "shape")
+                    out.append((tuple(shape[k] for k in range(len(d["shape"]))), np.dtype(DTYPES[d["dtype"]])))
+                specs.append(out)
+            self._in_specs, self._out_specs = specs
+            self._sizes_now = tuple(sizes)
+
     def _input(self, i: int, x: Any) -> np.ndarray:
         """Input i checked against the manifest and made a contiguous array, or a RunError."""
         d = self.inputs[i]
         x = np.asarray(x)
         want = np.dtype(DTYPES[d["dtype"]])
-        if tuple(x.shape) != tuple(d["shape"]):
-            raise RunError(f"input '{d['name']}': expected shape {tuple(d['shape'])}, got {tuple(x.shape)}")
+        shape = self._in_specs[i][0]
+        if tuple(x.shape) != tuple(shape):
+            raise RunError(f"input '{d['name']}': expected shape {tuple(shape)}, got {tuple(x.shape)}")
         if x.dtype != want:
             raise RunError(f"input '{d['name']}': expected dtype {d['dtype']}, got {x.dtype} "
                            f"(convert with .astype(np.{want.name}))")
