@@ -262,3 +262,22 @@ class MemoryPlan:
 
 class VerifyError(Exception):
     """A graph that breaks the IR's rules (pt2c.ops.verify, pt2c.ops.eval_graph)."""
+
+
+def clone(g: Graph) -> Graph:
+    """A copy of the graph with new Values and Nodes (constants' data and attrs' contents shared): what a pass
+    that may give up part-way (a dynamic size it cannot decide on) runs on the original of."""
+    vals: dict[int, Value] = {}
+
+    def val(v: Value) -> Value:
+        if id(v) not in vals:
+            vals[id(v)] = Value(v.name, v.shape, v.dtype, v.data)
+        return vals[id(v)]
+
+    def graph(b: Graph) -> Graph:
+        ins = [val(v) for v in b.inputs]
+        nodes = [Node(n.op, [val(v) for v in n.inputs], dict(n.attrs), [val(v) for v in n.outputs], n.origin,
+                      [graph(x) for x in n.blocks]) for n in b.nodes]
+        return Graph(b.name, ins, nodes, [val(v) for v in b.outputs], dict(b.meta))
+
+    return graph(g)

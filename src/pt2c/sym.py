@@ -5,8 +5,7 @@ A Sym does the arithmetic of sizes (+, -, *, //, %) and prints as a C expression
 variables.  A comparison is answered when the dims' ranges decide it (`s0 >= 1` for s0 in [1, 64]); one
 that depends on the run-time size (`s0 <= 4`, `int(s0)`, `range(s0)`) raises `DynamicSizeError`: the code
 that asked makes a compile-time decision from a size, and does not support that size being dynamic.
-(`== 0` and `== 1` are answered False, as torch.export's size-oblivious rules do: the code that follows
-such a test is the general case, which is right at those sizes too.)  The
+(`==` is structural, as torch.export's guards and size-oblivious rules are: see `Sym.__eq__`.)  The
 compiler then reports the node and compiles the example's sizes (with a warning), never a guess.
 """
 
@@ -173,21 +172,13 @@ class Sym:
         return self._cmp(o, ">=")
 
     def __eq__(self, o: Any) -> bool:
+        """Structural: the same expression.  torch.export unified every pair of sizes the program needs equal
+        (its guards), and treats a dynamic size as never 0 or 1 (size-oblivious); so two different expressions
+        are different sizes, and the code a False leads to (a copy instead of a view, no dim dropped as size 1,
+        an error for a shape a rule does not accept) is right, or loud, at every size."""
         if not isinstance(o, (Sym, int)) or isinstance(o, bool):
             return NotImplemented
-        d = sympy.simplify(self.e - self._other(o))
-        if d == 0:
-            return True
-        if d.is_Integer:
-            return False
-        lo, hi = Sym(d, self.dims).bounds()
-        if lo > 0 or hi < 0:
-            return False
-        if isinstance(o, int) and o in (0, 1):
-            # size-oblivious, as torch.export decides: a dynamic size is never taken to be 0 or 1 (no dim
-            # dropped as size 1, no broadcast from it); the general code that follows is right at 1 too
-            return False
-        raise self._undecided(f"whether {self} == {o}")
+        return sympy.expand(self.e - self._other(o)) == 0
 
     def __ne__(self, o: Any) -> bool:
         r = self.__eq__(o)

@@ -18,7 +18,7 @@ from pt2c.ir import Graph, Node, Value, ctype
 from pt2c.ops import OPS
 from pt2c.ops.util import lit
 from pt2c.passes.memory import MemoryPlan
-from pt2c.sym import DynamicSizeError
+from pt2c.sym import DynamicSizeError, prod, upper
 
 PARALLEL_MIN = 1 << 16  # elements: below this an elementwise loop stays single-threaded
 
@@ -200,12 +200,12 @@ class Emitter:
                      body: Callable[[list[str]], str]) -> None:
         """Nested loops over `shape`; operands are (pointer, strides, element offset), the first is written.
         body(list of C index expressions, one per operand) -> C statement."""
-        numel = prod(shape, dtype=np.int64) if shape else 1
+        numel = prod(shape)
         if numel == 0:
             return
         sizes, names, idx = loop_indices(shape, operands)
         rank = len(sizes)
-        if numel >= PARALLEL_MIN and sizes[0] > 1:
+        if upper(numel) >= PARALLEL_MIN and upper(sizes[0]) > 1:  # (dynamic sizes: at their largest)
             self.line("PT2C_OMP(parallel for)")
         for d in range(rank):
             brace = " {" if d < rank - 1 else ""

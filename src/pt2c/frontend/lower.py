@@ -16,7 +16,7 @@ import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
-from pt2c.sym import Dim, Dims, DynamicSizeError, Sym
+from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 from pt2c.ops.elementwise import e_in
 from pt2c.ops.shape import make_strided, make_view
@@ -128,6 +128,10 @@ class LowerCtx:
         return self.L.const(np.ascontiguousarray(data).reshape(np.shape(data)), hint)  # keeps 0-d shape ()
 
     def emit(self, op: str, inputs: list[Value], attrs: dict[str, Any], outputs: list[Value]) -> Node | None:
+        if any(dynamic(v.shape) for v in outputs):  # a result of run-time size is computed at run time
+            n = Node(op, list(inputs), attrs, list(outputs), self.origin)
+            self.L.nodes.append(n)
+            return n
         if inputs and all(v.is_const for v in inputs) and not OPS[op].alias:
             res = OPS[op].ref(Node(op, inputs, attrs, list(outputs)), *[v.data for v in inputs])
             res = res if isinstance(res, (list, tuple)) else [res]

@@ -11,6 +11,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.sym import dynamic, upper
 from pt2c.ops.registry import arity, defop, lowers, need
 from pt2c.ops.util import lit
 
@@ -37,7 +38,7 @@ defop("fill", _ref_fill, _emit_fill, rule=_check_fill)
 
 def _full(ctx: LowerCtx, value: Any) -> Value:
     out = ctx.out()
-    if out.nbytes <= FILL_AS_CONST_MAX_BYTES:
+    if not dynamic(out.shape) and out.nbytes <= FILL_AS_CONST_MAX_BYTES:
         return ctx.const(np.full(out.shape, value, dtype=np_dtype(out.dtype)), out.name)
     ctx.emit("fill", [], {"value": value}, [out])
     return out
@@ -76,6 +77,11 @@ def _lower_arange(ctx: LowerCtx, a: dict[str, Any]) -> Value:
 
     out = ctx.out()
     start, end, step = a.get("start", 0), a["end"], a.get("step", 1)
+    if dynamic(out.shape):  # a run-time length: the first out.shape[0] values of the longest arange
+        n = upper(out.shape[0])
+        data = torch.arange(start, start + n * step, step, dtype=getattr(torch, out.dtype)).numpy()[:n]
+        ctx.emit("strided", [ctx.const(data, out.name + "_max")], {"strides": (1,), "offset": 0}, [out])
+        return out
     data = torch.arange(start, end, step, dtype=getattr(torch, out.dtype)).numpy()
     return ctx.const(data, out.name)
 

@@ -238,7 +238,7 @@ def lower_index_multi(ctx: LowerCtx, x: Value, idx: list[Any], out: Value) -> Va
     if used != list(range(pre, pre + len(used))) or any(idx[i].dtype == "bool" for i in used):
         ctx.fail("aten.index.Tensor is supported with adjacent integer index tensors (no bool masks)")
     tens = [idx[i] for i in used]
-    bshape = tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in tens]))
+    bshape = broadcast(*[t.shape for t in tens])
     if prod(bshape) == 0 or x.numel == 0:
         ctx.fail("aten.index.Tensor with an empty index")
     ctx.emit("index_multi", [x, *tens], {"pre": pre, "bshape": bshape}, [out])
@@ -471,7 +471,7 @@ def _lower_index_put(ctx: LowerCtx, a: dict[str, Any]) -> Value:
         ctx.fail("index_put with non-tensor values")
     import torch
 
-    bshape = tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in idx]))
+    bshape = broadcast(*[t.shape for t in idx])
     if prod(bshape) == 0:
         ctx.fail("index_put with an empty index")
     # index_put / x[i] = v / index_fill wrap -1 like torch; index_add and index_copy, which the

@@ -19,6 +19,8 @@ from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.gathered import fuse_gathered_matmul
+from pt2c.ir import clone
+from pt2c.sym import DynamicSizeError
 from pt2c.passes.memory import materialize_outputs, plan_memory
 from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
@@ -61,9 +63,19 @@ def _verified(name: str, graph: Graph, plan: MemoryPlan | None = None) -> None:
 
 
 def run_pass(name: str, p: Pass, graph: Graph) -> Graph:
-    """One pass, then the verifier."""
-    graph = p(graph)
-    _verified(name, graph)
+    """One pass, then the verifier.  On a graph with dynamic sizes, an optimisation that needs a size static
+    (a DynamicSizeError) is skipped, and named in graph.meta["skipped_passes"]; an essential pass is not."""
+    if not graph.meta.get("dims") or name in ESSENTIAL:
+        graph = p(graph)
+        _verified(name, graph)
+        return graph
+    before = clone(graph)
+    try:
+        graph = p(graph)
+        _verified(name, graph)
+    except DynamicSizeError as e:
+        before.meta.setdefault("skipped_passes", {})[name] = str(e)
+        return before
     return graph
 
 

@@ -15,6 +15,7 @@ maps query head h to kv head h // (H / Hkv) itself, so k and v are read with the
 
 from __future__ import annotations
 
+from pt2c.sym import DynamicSizeError
 from pt2c.ir import Graph, Node, Value
 from pt2c.ops.util import contiguous_strides
 
@@ -57,7 +58,14 @@ def reshape_strides(shape: tuple[int, ...], strides: tuple[int, ...], new: tuple
 def compose(src: Layout, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Layout | None:
     """The layout of a `strided` read (shape, strides, offset over the source's dense element order)
     of a source that itself has layout `src`; None unless every step of the read stays in one dim
-    of the source."""
+    of the source (or, with dynamic sizes, where that depends on the sizes)."""
+    try:
+        return _compose(src, shape, strides, offset)
+    except DynamicSizeError:
+        return None
+
+
+def _compose(src: Layout, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> Layout | None:
     sshape, sstrides, soff = src
     dense = contiguous_strides(sshape)
     idx0, rest = [], offset
