@@ -354,6 +354,8 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
         # dims compiled dynamic: each size's C name, input dim, range and example (manifest shapes name them)
         "sizes": [{"name": d.cname, "input": d.input, "dim": d.dim, "min": d.lo, "max": d.hi, "example": d.hint}
                   for d in (g.meta["dims"].dims if g.meta.get("dims") else [])],
+        # optimisations left out because they needed a dynamic size static (the code is right, maybe slower)
+        "skipped_passes": g.meta.get("skipped_passes", {}),
         "target": ",".join(t.name for t in [target, *variants]),
         "target_cflags": list(target.cflags),
         # extra code paths (multi-versioning): source file and the flags it is compiled with

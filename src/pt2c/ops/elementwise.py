@@ -18,7 +18,7 @@ import numpy as np
 
 from pt2c.ir import DTYPES, Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.ops.registry import broadcast, defop, ints, lowers, need, within
+from pt2c.ops.registry import broadcast, defop, ints, lowers, need, within, is_size
 from pt2c.ops.util import FLOATS, as_strided, broadcast_strides, contiguous_strides, lit
 
 Expr = tuple
@@ -340,7 +340,7 @@ def _check_ew(node: Node) -> None:
             shapes.append(v.shape)
             continue
         need(type(view) is tuple and len(view) == 3 and ints(view[0], lo=0) and ints(view[1], len(view[0]))
-             and type(view[2]) is int, f"view {i} is not (shape, strides, offset)")
+             and is_size(view[2]), f"view {i} is not (shape, strides, offset)")
         within(view[0], view[1], view[2], v.numel, f"view of input {i}")
         shapes.append(tuple(view[0]))
     if shapes:

@@ -20,7 +20,7 @@ from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
 from pt2c.ops.index import check_index
 from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
-from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result, within
+from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result, within, is_size
 from pt2c.ops.shape import make_strided
 from pt2c.ops.util import as_strided, contiguous_strides, prod
 
@@ -142,7 +142,7 @@ def _check_matmul(node: Node) -> None:
     for v, what in ((a_v, "a"), (b_v, "b"), (out, "output")):
         dtype_in(v, ("float32",), what)
     M, N, K = out.shape[-2], out.shape[-1], matmul_k(node)
-    need(type(node.attrs.get("k", 0)) is int, "k is not an int")
+    need(is_size(node.attrs.get("k", 0)), "k is not a size")
     batch, B = out.shape[:-2], prod(out.shape[:-2])
     for v, rows, cols, key in ((a_v, M, K, "a_strides"), (b_v, K, N, "b_strides")):
         if key in node.attrs:
@@ -376,7 +376,7 @@ def _check_sdpa(node: Node) -> None:
         need(isinstance(node.attrs.get("dims"), tuple) and len(node.attrs["dims"]) == 7, "layout without dims")
         shapes = _sdpa_shapes(node)
         for t, x in (("q", q), ("k", k), ("v", v), ("out", node.outputs[0])):
-            need(len(lay[t]) == 4 and all(type(s) is int and s >= 0 for s in lay[t]), f"layout of {t}: {lay[t]}")
+            need(len(lay[t]) == 4 and all(is_size(s) and s >= 0 for s in lay[t]), f"layout of {t}: {lay[t]}")
             b, h, r, off = lay[t]
             n, hh, ll, d = shapes[t]
             need(off + (n - 1) * b + (hh - 1) * h + (ll - 1) * r + d <= x.numel, f"{t} at {lay[t]} overruns %{x.name}")

@@ -138,6 +138,11 @@ def result(v: Value, shape: Iterable[int], dtype: str, what: str = "output") -> 
          f"{what} %{v.name} is {v.dtype}{list(v.shape)}, the inputs and attrs give {dtype}{list(shape)}")
 
 
+def is_size(x: Any) -> bool:
+    """x is a size: an int or a Sym (a dynamic size)."""
+    return type(x) is int or type(x) is Sym
+
+
 def ints(x: Any, n: int | None = None, lo: int | None = None) -> bool:
     """x is a tuple / list of n ints (any length for None), each >= lo when given."""
     return (type(x) in (tuple, list) and (n is None or len(x) == n)

@@ -23,7 +23,7 @@ import numpy as np
 from pt2c.ir import Node, Value, ctype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to
-from pt2c.ops.registry import arity, defop, ints, lowers, need, result, within
+from pt2c.ops.registry import arity, defop, ints, lowers, need, result, within, is_size
 from pt2c.ops.util import as_strided, close_loops, contiguous_strides, empty_output, index_loops, lin, lit, norm_dim
 
 
@@ -45,7 +45,7 @@ def _check_view(node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
     off = node.attrs.get("offset", 0)
     need(out.dtype == x.dtype, f"a view of a {x.dtype} tensor as {out.dtype}")
-    need(type(off) is int and off >= 0 and off + out.numel <= max(x.numel, off),
+    need(is_size(off) and off >= 0 and off + out.numel <= max(x.numel, off),
          f"{out.numel} elements at offset {off} of a {x.numel}-element tensor")
 
 
@@ -86,7 +86,7 @@ def _check_strided(node: Node) -> None:
     arity(node, 1)
     x, out = node.inputs[0], node.outputs[0]
     st, off = node.attrs["strides"], node.attrs["offset"]
-    need(ints(st, len(out.shape)) and type(off) is int, "strides / offset: one int per output dim / an int")
+    need(ints(st, len(out.shape)) and is_size(off), "strides / offset: one int per output dim / an int")
     need(out.dtype == x.dtype, f"a strided read of a {x.dtype} tensor as {out.dtype}")
     within(out.shape, st, off, x.numel, "the strided read")
 
@@ -437,7 +437,7 @@ def _check_strided_scatter(node: Node) -> None:
     arity(node, 2)
     x, src = node.inputs
     st, off = node.attrs["strides"], node.attrs["offset"]
-    need(ints(st, len(src.shape)) and type(off) is int, "strides / offset: one int per src dim / an int")
+    need(ints(st, len(src.shape)) and is_size(off), "strides / offset: one int per src dim / an int")
     need(src.dtype == x.dtype, f"src is {src.dtype}, x {x.dtype}")
     within(src.shape, st, off, x.numel, "the strided write")
     result(node.outputs[0], x.shape, x.dtype)
