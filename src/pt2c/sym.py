@@ -112,6 +112,11 @@ class Sym:
     def __rmod__(self, o: Any) -> int | Sym:
         return self._make(sympy.Mod(self._other(o), self.e))
 
+    def __truediv__(self, o: Any) -> Any:
+        raise self._undecided("a ratio of sizes")
+
+    __rtruediv__ = __truediv__
+
     def __neg__(self) -> int | Sym:
         return self._make(-self.e)
 

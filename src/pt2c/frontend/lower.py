@@ -403,6 +403,8 @@ class Lowering:
         ctx = LowerCtx(self, node)
         try:
             res = fn(ctx, args)
+        except DynamicSizeError as e:
+            raise DynamicSizeError(f"{e}: lowering {target} ({origin.describe()}) needs it static") from e
         except _LoweringFailed as e:
             self.problems.append((target, origin.describe(), str(e)))
             return _Poison()

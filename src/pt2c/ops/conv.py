@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
+from pt2c.sym import dynamic, prod
 from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
 from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
@@ -106,6 +106,8 @@ def conv_algorithm(node: Node, winograd: bool) -> str:
     if is_depthwise(node):
         return "depthwise"
     if not node.inputs[1].is_const and not node.attrs.get("w_packed"):  # packed at run time by pt2c_conv2d_rt
+        return "im2col"
+    if dynamic(node.outputs[0].shape[2:]):  # a run-time spatial size: the kernel for every size
         return "im2col"
     if winograd and use_winograd(node):
         return "winograd"

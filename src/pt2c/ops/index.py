@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
+from pt2c.sym import dynamic, prod
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
@@ -127,7 +127,7 @@ def _lower_index(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     idx = list(a["indices"])
     used = [i for i, t in enumerate(idx) if t is not None]
-    if used and all(idx[i].is_const for i in used):
+    if used and all(idx[i].is_const for i in used) and not dynamic(x.shape):
         return lower_index_const(ctx, x, idx, out)
     if len(used) != 1 or idx[used[0]].dtype == "bool":
         return lower_index_multi(ctx, x, idx, out)

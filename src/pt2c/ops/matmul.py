@@ -76,7 +76,7 @@ def _emit_matmul(em: EmitCtx, node: Node) -> None:
         sb = (0, 0, 0)
     else:
         sb = b_view or ((K * N if len(b_v.shape) > 2 else 0), N, 1)
-    if len(a_v.shape) > 2 and a_view is None and batch > 1 and len(b_v.shape) == 2:
+    if len(a_v.shape) > 2 and a_view is None and batch != 1 and len(b_v.shape) == 2:
         # [..., M, K] @ [K, N] with a contiguous: one GEMM with M*batch rows
         M, batch, sa = M * batch, 1, (0, K, 1)
     ep = epilogue_c(em, node, 2, 0, str(N))
@@ -98,7 +98,7 @@ def matmul_k(node: Node) -> int:
     """The contraction size K.  Recorded at lowering ("k"): fuse_views may replace a strided
     operand by its source (a_strides / b_strides), whose shape is not the logical [.., M, K]."""
     if "k" in node.attrs:
-        return int(node.attrs["k"])
+        return node.attrs["k"]
     return node.inputs[0].shape[-1]
 
 
@@ -222,7 +222,7 @@ defop("gathered_matmul", _ref_gathered_matmul, _emit_gathered_matmul, kernels=("
 
 def make_matmul(ctx: LowerCtx, a: Value, b: Value, bias: Value | None, out: Value) -> Value:
     ins = [a, b] + ([bias] if bias is not None else [])
-    ctx.emit("matmul", ins, {"has_bias": bias is not None, "k": int(a.shape[-1])}, [out])
+    ctx.emit("matmul", ins, {"has_bias": bias is not None, "k": a.shape[-1]}, [out])
     return out
 
 
