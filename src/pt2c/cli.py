@@ -166,7 +166,7 @@ def _memory_line(mem: dict) -> str:
 
 
 def _io_str(specs: list[dict]) -> str:
-    return ", ".join(f"{d['name']}: {d['dtype']}{list(d['shape'])}" for d in specs)
+    return ", ".join(f"{d['name']}: {d['dtype']}[{', '.join(map(str, d['shape']))}]" for d in specs)
 
 
 # ---------------------------------------------------------------------------- compile
@@ -197,6 +197,9 @@ def compile_cmd(
                                                            "kernel (needs --import); repeatable")] = None,
     import_: Annotated[Optional[List[Path]], typer.Option("--import", help="a Python file to run first, e.g. the one "
                                                           "defining the custom ops; repeatable")] = None,
+    static: Annotated[bool, typer.Option("--static", help="compile the sizes the export declared dynamic at the "
+                                         "example's sizes (default: sizes given at run time, within the "
+                                         "export's ranges; docs/dynamic-shapes.md)")] = False,
 ) -> None:
     """Compile a .pt2 program to C99 source + build files in OUT.
 
@@ -228,6 +231,8 @@ def compile_cmd(
         cmd += ["--kernels", k.name]
     for d in decompose or ():
         cmd += ["--decompose", d]
+    if static:
+        cmd.append("--static")
     cmd += ["-O", str(opt_level)]
     with warnings.catch_warnings(record=True) as caught, console.status(f"compiling {model} ...") as status:
         warnings.simplefilter("always", UserWarning)
@@ -235,7 +240,7 @@ def compile_cmd(
         art = pt2c.compile(str(model), out, target=tname, name=name, embed_weights=embed_weights,
                            openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
                            freestanding=freestanding, winograd=False if no_winograd else None, force=force,
-                           kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()),
+                           kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()), static=static,
                            progress=lambda s: status.update(f"compiling {model}: {s} ... "
                                                             f"({time.perf_counter() - t0:.0f} s)"))
     for w in caught:
@@ -248,6 +253,9 @@ def compile_cmd(
                   f"{sum(1 for f in art.files if f.startswith('pt2c_kernels/'))} kernel file(s)"
                   + (f", {ncustom} custom op kernel(s) in custom_ops/" if ncustom else "") + ")")
     say(f"  inputs:  {_io_str(m['inputs'])}")
+    if m.get("sizes"):
+        say("  sizes:   " + ", ".join(f"{z['name']} ({z['input']} dim {z['dim']}) {z['min']}..{z['max']}"
+                                      for z in m["sizes"]) + " (set at run time; memory planned for the largest)")
     say(f"  outputs: {_io_str(m['outputs'])}")
     w = m["weights"]
     say(f"  weights: {_fmt_bytes(w['bytes'])} ({w['bytes']} bytes, "

@@ -671,16 +671,14 @@ int {name}_init_checked({name}_ctx *ctx, const void *weights, size_t weights_siz
 int {name}_run_v(const {name}_ctx *ctx, const void *const *inputs, void *const *outputs)
 {{
 {'    const unsigned char *wb;' if uses_wb else ''}
-{'    unsigned char *ws;' if uses_ws else ''}
-{'    const int64_t *sizes;' if dims else ''}
+{'    unsigned char *ws;' if uses_ws else ''}{chr(10) + '    const int64_t *sizes;' if dims else ''}
     int i;
     if (!ctx || (!inputs && {N}_NUM_INPUTS > 0) || !outputs) return {N}_ERR_NULL_ARG;
     for (i = 0; i < {N}_NUM_INPUTS; i++)
         if (!inputs[i]) return {N}_ERR_NULL_ARG;
     for (i = 0; i < {N}_NUM_OUTPUTS; i++)
         if (!outputs[i]) return {N}_ERR_NULL_ARG;
-    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;{dispatch}
-{'    sizes = ctx->sizes;' if dims else ''}
+    if (ctx->initialized != 0x70743263u) return {N}_ERR_NOT_INITIALIZED;{dispatch}{chr(10) + '    sizes = ctx->sizes;' if dims else ''}
 {'    wb = ctx->weights;' if uses_wb else ''}
 {'    ws = ctx->workspace;' if uses_ws else ''}
 {graph_body}

@@ -23,6 +23,7 @@ from pt2c.codegen.escape import c_comment
 from pt2c.codegen.emitter import node_comment
 from pt2c.codegen.gpu import GpuEmitter, Launch, gpu_kernel_files, kernel_params, tensor_bytes
 from pt2c.codegen.gpu_runtime import cuda_source, opencl_source
+from pt2c.sym import DynamicSizeError
 from pt2c.ir import Graph, MemoryPlan, ctype, itemsize, walk
 from pt2c.ops import OPS
 from pt2c.version import __version__
@@ -140,6 +141,8 @@ def write_gpu_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: Any,
                        provenance: dict[str, Any] | None = None) -> Artifact:
     name, target = g.name, options.target
     dialect = target.backend
+    if g.meta.get("dims"):
+        raise DynamicSizeError(f"the {dialect} backend compiles static shapes so far")
     out_dir.mkdir(parents=True, exist_ok=True)
     blob = WeightsBlob(g.constants())
     em = GpuEmitter(g, plan)

@@ -456,6 +456,70 @@ def _compare_all(report: VerifyReport, onames: list[str], outs: list[np.ndarray]
                                           "eager output missing from the compiled model"))
 
 
+def size_cases(sizes: list[dict]) -> list[dict[str, int]]:
+    """The sizes a dynamic model is checked at besides the example's: each size at its minimum, an odd size
+    inside its range and its maximum, the others at the example's."""
+    base = {z["name"]: int(z["example"]) for z in sizes}
+    cases = []
+    for z in sizes:
+        lo, hi = int(z["min"]), int(z["max"])
+        odd = next((v for v in range((lo + hi) // 2 | 1, hi + 1, 2) if v not in (lo, hi)), None)
+        for v in dict.fromkeys([lo, odd, hi]):
+            if v is not None and v != base[z["name"]]:
+                cases.append({**base, z["name"]: v})
+    return cases
+
+
+def size_value(expr: Any, sizes: dict[str, int]) -> int:
+    """A manifest shape entry (an int, or a dynamic size's C expression: names, integers, + - * / % and
+    parentheses) at given sizes."""
+    import ast
+
+    if isinstance(expr, int):
+        return expr
+    ops = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+           ast.Div: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+    def ev(n: ast.AST) -> int:
+        if isinstance(n, ast.BinOp) and type(n.op) in ops:
+            return ops[type(n.op)](ev(n.left), ev(n.right))
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.Name) and n.id in sizes:
+            return sizes[n.id]
+        raise InputError(f"manifest.json: {expr!r} is not a size expression pt2c writes")
+
+    return ev(ast.parse(str(expr), mode="eval").body)
+
+
+def resized(arrays: list[np.ndarray], shapes: list[list], case: dict[str, int]) -> list[np.ndarray]:
+    """The inputs at other sizes (shapes: the manifest's, with dynamic entries): each dim cut, or repeated
+    cyclically, to its size there (token ids and masks keep their values)."""
+    out = []
+    for a, shape in zip(arrays, shapes):
+        a = np.asarray(a)
+        for d, e in enumerate(shape):
+            n = size_value(e, case)
+            if a.shape[d] != n:
+                a = np.take(a, np.arange(n) % a.shape[d], axis=d)
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
+def _check_sizes(report: VerifyReport, model: Any, eager: Any, arrays: list[np.ndarray], tol: float) -> None:
+    """A dynamic model checked against eager at other sizes (size_cases): one OutputCheck per output and case,
+    named output@size=value."""
+    import torch
+
+    for case in size_cases(model.sizes):
+        xs = resized(arrays, [d["shape"] for d in model.manifest["inputs"]], case)
+        with torch.inference_mode():
+            refs = [_to_numpy(t) for t in _tensor_leaves(eager(*[torch.from_numpy(x.copy()) for x in xs]))]
+        outs = model.run(xs)
+        tag = ",".join(f"{k}={v}" for k, v in case.items())
+        _compare_all(report, [f"{d['name']}@{tag}" for d in model.outputs], outs, refs, tol)
+
+
 def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray], arrays: list[np.ndarray],
                       source: str, tol: float, temporary: bool, compile_s: float, cc: str, cflags: str | None,
                       launcher: str | None, time_it: bool, runs: int, step: Callable[[str], None], eager: Any,
@@ -639,6 +703,9 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
                               out_dir=None if tmp else work, lib_path=None if tmp else Path(lib),
                               compile_s=compile_s, build_s=build_s, isa=model.isa)
         _compare_all(report, [d["name"] for d in model.outputs], outs, refs, tol)
+        if model.sizes and not kwargs:
+            step("sizes")
+            _check_sizes(report, model, eager, arrays, tol)
 
         if time_it:
             step("time")
