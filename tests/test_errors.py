@@ -491,33 +491,3 @@ def test_runner_threads_hold_when_libgomp_is_already_loaded(mlp_compiled):
     for n in (1, 2):
         m = pt2c.load(mlp_compiled.out_dir, lib=lib, threads=n)
         assert m.lib.omp_get_max_threads() == n
-
-
-def test_dynamic_dims_are_not_specialised_silently(tmp_path):
-    """A program exported with dynamic sizes compiles at the example's sizes (static shapes so far) with a
-    warning naming each dynamic dim, its range and the size compiled, recorded in manifest.json too."""
-    import warnings
-
-    import torch
-
-    import pt2c
-
-    class M(torch.nn.Module):
-        def forward(self, x, y):
-            return x.sum(1) + y
-
-    b = torch.export.Dim("batch", min=1, max=64)
-    ep = torch.export.export(M(), (torch.randn(3, 4), torch.randn(3)), dynamic_shapes=({0: b}, {0: b}))
-    torch.export.save(ep, tmp_path / "dyn.pt2")
-    for src in (ep, tmp_path / "dyn.pt2"):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            art = pt2c.compile(src, tmp_path / "out", force=True)
-        msgs = [str(w.message) for w in caught if "dynamic sizes" in str(w.message)]
-        assert len(msgs) == 1 and "input 'x' dim 0" in msgs[0] and "in [1, 64]) -> 3" in msgs[0], msgs
-        assert [(d["input"], d["dim"], d["min"], d["max"], d["size"]) for d in art.manifest["specialized"]] == [
-            ("x", 0, "1", "64", 3), ("y", 0, "1", "64", 3)]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        art = pt2c.compile(M(), tmp_path / "static", example_inputs=(torch.randn(3, 4), torch.randn(3)))
-    assert art.manifest["specialized"] == [] and not [w for w in caught if "dynamic sizes" in str(w.message)]

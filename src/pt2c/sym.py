@@ -311,3 +311,9 @@ def concrete_value(v: Any, sizes: dict[str, int]) -> Any:
         return v
     c = type(v)(v.name, at(v.shape, sizes), v.dtype, v.data)
     return c
+
+
+def sint(x: Any) -> str:
+    """A size for a signed C context (a `long` loop bound, an int64_t index check): a dynamic size's size_t
+    expression cast to long (the sizes are far below LONG_MAX), an int as itself."""
+    return f"(long)({x})" if isinstance(x, Sym) else str(x)

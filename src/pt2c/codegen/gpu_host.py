@@ -196,6 +196,7 @@ def write_gpu_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: Any,
         "export_schema_version": prov.get("schema_version", ""),
         # dims the export declared dynamic, compiled at the example's size (pt2c compiles static shapes so far)
         "specialized": prov.get("specialized", []),
+        "sizes": [],  # (the GPU backends compile static shapes)
         "target": target.name,
         "target_cflags": list(target.cflags),
         "gpu_archs": [f"sm_{a}" for a in target.gpu_archs],

@@ -241,7 +241,7 @@ class Lowering:
                 if hi is None or not str(hi).lstrip("-").isdigit():
                     raise InputError(
                         f"{where} is dynamic ({sym}) with no upper bound; pt2c plans memory for the largest sizes.\n"
-                        f"What to try: bound it at export (torch.export.Dim(\"{sym}\", min={max(lo, 1)}, max=N)).")
+                        f"What to try: bound it at export (torch.export.Dim(name, min={max(lo, 1)}, max=N)).")
                 cname = self.unique(f"{c_name(node.name)}_size{d}")
                 self.dims.dims.append(Dim(sym, cname, max(lo, 0), int(hi), int(n.node.hint), node.name, d))
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import sint
 from pt2c.ir import Node, np_dtype
 from pt2c.ops.context import EmitCtx
 from pt2c.ops.registry import defop, eval_graph, need
@@ -96,7 +97,7 @@ def _emit_scan(em: EmitCtx, node: Node) -> None:
     step = f"{node.outputs[0].name}__step"  # (generated value names never contain "__": nothing shadowed)
     for v, init in zip(carry, node.inputs):
         em.line(f"memcpy({em.ptr(v)}, {em.ptr(init)}, {v.nbytes});")
-    em.line(f"for (int64_t {step} = 0; {step} < {node.attrs['length']}; {step}++) {{")
+    em.line(f"for (int64_t {step} = 0; {step} < {sint(node.attrs['length'])}; {step}++) {{")
     em.line(" " * 4 + "/* this step's slice of each scanned input */")
     for s, x in zip(slices, xs):
         em.line(f"    memcpy({em.ptr(s)}, (const char *){em.ptr(x)} + {step} * {s.nbytes}, {s.nbytes});")

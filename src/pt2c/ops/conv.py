@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, prod
+from pt2c.sym import dynamic, prod, sint
 from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
 from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
@@ -208,8 +208,8 @@ def _emit_conv2d(em: EmitCtx, node: Node) -> None:
         G = at["groups"]
         Cg, OCg = C // G, OC // G
         wsz = 36 * layout.packed_a_size(OCg, Cg)
-        em.line(f"for (int n__ = 0; n__ < {N}; n__++) {{")
-        em.line(f"    for (int g__ = 0; g__ < {G}; g__++) {{")
+        em.line(f"for (int n__ = 0; n__ < {sint(N)}; n__++) {{")
+        em.line(f"    for (int g__ = 0; g__ < {sint(G)}; g__++) {{")
         em.line(f"        const size_t o__ = ((size_t)n__ * {OC} + (size_t)g__ * {OCg}) * {OH * OW};")
         egp = "NULL"
         if ep != "NULL":
@@ -528,12 +528,12 @@ def _emit_conv_t(em: EmitCtx, node: Node) -> None:
     em.line(f"        size_t u_ic = u_g * {Cg} + u_icg;")
     em.line(f"        const float *u_x = {X} + (u_n * {C} + u_ic) * {H * W};")
     em.line(f"        const float *u_w = {Wt} + (u_ic * {OCg} + u_ocg) * {KH * KW};")
-    em.line(f"        for (long u_ih = 0; u_ih < {H}; u_ih++) for (long u_kh = 0; u_kh < {KH}; u_kh++) {{")
+    em.line(f"        for (long u_ih = 0; u_ih < {sint(H)}; u_ih++) for (long u_kh = 0; u_kh < {sint(KH)}; u_kh++) {{")
     em.line(f"            long u_oh = u_ih * {sh} - {ph} + u_kh * {dh};")
-    em.line(f"            if (u_oh < 0 || u_oh >= {OH}) continue;")
-    em.line(f"            for (long u_iw = 0; u_iw < {W}; u_iw++) for (long u_kw = 0; u_kw < {KW}; u_kw++) {{")
+    em.line(f"            if (u_oh < 0 || u_oh >= {sint(OH)}) continue;")
+    em.line(f"            for (long u_iw = 0; u_iw < {sint(W)}; u_iw++) for (long u_kw = 0; u_kw < {sint(KW)}; u_kw++) {{")
     em.line(f"                long u_ow = u_iw * {sw} - {pw} + u_kw * {dw};")
-    em.line(f"                if (u_ow < 0 || u_ow >= {OW}) continue;")
+    em.line(f"                if (u_ow < 0 || u_ow >= {sint(OW)}) continue;")
     em.line(f"                u_y[u_oh * {OW} + u_ow] += u_x[u_ih * {W} + u_iw] * u_w[u_kh * {KW} + u_kw];")
     em.line("            }")
     em.line("        }")
@@ -596,7 +596,7 @@ def _emit_conv_nd(em: EmitCtx, node: Node) -> None:
     st, pd, dl, tr = at["stride"], at["padding"], at["dilation"], at["transposed"]
     X, Wt, Y = em.ptr(x), em.ptr(w), em.ptr(out)
     B = em.ptr(node.inputs[2]) if len(node.inputs) > 2 else None
-    olp = " ".join(f"for (long u_o{d} = 0; u_o{d} < {osz[d]}; u_o{d}++)" for d in range(nd))
+    olp = " ".join(f"for (long u_o{d} = 0; u_o{d} < {sint(osz[d])}; u_o{d}++)" for d in range(nd))
     em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_oc = 0; u_oc < {OC}; u_oc++) {olp} {{")
     em.line(f"    double u_acc = {('(double)' + B + '[u_oc]') if B else '0.0'};")
     em.line(f"    size_t u_g = u_oc / {OCg}, u_ocg = u_oc % {OCg}; (void)u_ocg;")
@@ -605,7 +605,7 @@ def _emit_conv_nd(em: EmitCtx, node: Node) -> None:
     depth = 2
     for d in range(nd):
         pad = "    " * depth
-        em.line(pad + f"for (long u_k{d} = 0; u_k{d} < {ksz[d]}; u_k{d}++) {{")
+        em.line(pad + f"for (long u_k{d} = 0; u_k{d} < {sint(ksz[d])}; u_k{d}++) {{")
         if tr:
             em.line(pad + f"    long u_t{d} = u_o{d} + {pd[d]} - u_k{d} * {dl[d]};")
             em.line(pad + f"    if (u_t{d} < 0 || u_t{d} % {st[d]} != 0) continue;")
@@ -613,7 +613,7 @@ def _emit_conv_nd(em: EmitCtx, node: Node) -> None:
             em.line(pad + f"    if (u_i{d} >= {isz[d]}) continue;")
         else:
             em.line(pad + f"    long u_i{d} = u_o{d} * {st[d]} - {pd[d]} + u_k{d} * {dl[d]};")
-            em.line(pad + f"    if (u_i{d} < 0 || u_i{d} >= {isz[d]}) continue;")
+            em.line(pad + f"    if (u_i{d} < 0 || u_i{d} >= {sint(isz[d])}) continue;")
         depth += 1
     xi = f"(u_n * {C} + u_ic)"
     for d in range(nd):
@@ -686,13 +686,13 @@ def _emit_col2im(em: EmitCtx, node: Node) -> None:
     X, Y = em.ptr(col), em.ptr(out)
     em.line(f"memset({Y}, 0, {out.numel} * sizeof(float));")
     em.line(f"for (size_t u_n = 0; u_n < {N}; u_n++) for (size_t u_c = 0; u_c < {C}; u_c++)"
-            f" for (long u_ki = 0; u_ki < {KH}; u_ki++) for (long u_kj = 0; u_kj < {KW}; u_kj++) {{")
+            f" for (long u_ki = 0; u_ki < {sint(KH)}; u_ki++) for (long u_kj = 0; u_kj < {sint(KW)}; u_kj++) {{")
     em.line(f"    const float *u_x = {X} + (u_n * {CK} + (u_c * {KH} + (size_t)u_ki) * {KW} + (size_t)u_kj) * {L};")
     em.line(f"    float *u_y = {Y} + (u_n * {C} + u_c) * {H * W};")
-    em.line(f"    for (long u_bh = 0; u_bh < {BH}; u_bh++) {{")
+    em.line(f"    for (long u_bh = 0; u_bh < {sint(BH)}; u_bh++) {{")
     em.line(f"        long u_h = u_bh * {sh} - {ph} + u_ki * {dh};")
-    em.line(f"        if (u_h < 0 || u_h >= {H}) continue;")
-    em.line(f"        for (long u_bw = 0; u_bw < {BW}; u_bw++) {{")
+    em.line(f"        if (u_h < 0 || u_h >= {sint(H)}) continue;")
+    em.line(f"        for (long u_bw = 0; u_bw < {sint(BW)}; u_bw++) {{")
     em.line(f"            long u_w = u_bw * {sw} - {pw} + u_kj * {dw};")
     em.line(f"            if (u_w >= 0 && u_w < {W}) u_y[u_h * {W} + u_w] += u_x[u_bh * {BW} + u_bw];")
     em.line("        }")

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, prod
+from pt2c.sym import dynamic, prod, sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
@@ -70,7 +70,7 @@ def _emit_gather(em: EmitCtx, node: Node) -> None:
     em.line(f"        int64_t k = (int64_t){I}[j];")
     if node.attrs.get("wrap", False):  # x[idx] counts -1 from the end; embedding / index_select raise
         em.line(f"        if (k < 0) k += {D};")
-    em.line(f"        if (k < 0 || k >= {D}) return PT2C_ERR_INDEX;")
+    em.line(f"        if (k < 0 || k >= {sint(D)}) return PT2C_ERR_INDEX;")
     if inner == 1:
         em.line(f"        {Y}[o * {J} + j] = {X}[o * {D} + (size_t)k];")
     else:
@@ -205,7 +205,7 @@ def _emit_index_multi(em: EmitCtx, node: Node) -> None:
         em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names[pre:], st)}];")
         n = x.shape[pre + q]
         em.line(pad + f"if (u_j{q} < 0) u_j{q} += {n};")
-        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {n}) return PT2C_ERR_INDEX;")
+        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {sint(n)}) return PT2C_ERR_INDEX;")
         terms.append(f"(size_t)u_j{q} * {xs[pre + q]}")
     ost = contiguous_strides(loop_shape)
     em.line(pad + f"memcpy({Y} + ({lin(names, ost)}) * {inner}, {X} + {' + '.join(terms)}, {inner} * sizeof({t}));")
@@ -264,7 +264,7 @@ def _emit_gather_dim(em: EmitCtx, node: Node) -> None:
     names, k = index_loops(em, idx.shape)
     pad = "    " * k
     em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
-    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+    em.line(pad + f"if (u_j < 0 || u_j >= {sint(x.shape[dim])}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
     em.line(pad + f"{Y}[{lin(names, ist)}] = {X}[{lin(names, xs, dim, '(size_t)u_j')}];")
     close_loops(em, k)
 
@@ -328,7 +328,7 @@ def _emit_scatter(em: EmitCtx, node: Node) -> None:
     names, k = index_loops(em, idx.shape)
     pad = "    " * k
     em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
-    em.line(pad + f"if (u_j < 0 || u_j >= {x.shape[dim]}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+    em.line(pad + f"if (u_j < 0 || u_j >= {sint(x.shape[dim])}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
     if src is not None:
         val = f"{em.ptr(src)}[{lin(names, contiguous_strides(src.shape))}]"
     else:
@@ -419,7 +419,7 @@ def _emit_index_put(em: EmitCtx, node: Node) -> None:
         em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names, st)}];")
         if node.attrs.get("wrap", True):  # x[i] = v counts -1 from the end; index_add / index_copy raise
             em.line(pad + f"if (u_j{q} < 0) u_j{q} += {x.shape[q]};")
-        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {x.shape[q]}) return PT2C_ERR_INDEX;")
+        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {sint(x.shape[q])}) return PT2C_ERR_INDEX;")
         terms.append(f"(size_t)u_j{q} * {xs[q]}")
     full = tuple(bshape) + tuple(rest)
     vst = broadcast_strides(vals.shape, contiguous_strides(vals.shape), full)
@@ -552,7 +552,7 @@ def _emit_scatter_reduce(em: EmitCtx, node: Node) -> None:
 
     def target(pad: str, names: list[str]) -> str:
         em.line(pad + f"int64_t u_j = (int64_t){I}[{lin(names, ist)}];")
-        em.line(pad + f"if (u_j < 0 || u_j >= {n}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
+        em.line(pad + f"if (u_j < 0 || u_j >= {sint(n)}) return PT2C_ERR_INDEX;")  # no wrap: torch raises for -1
         return lin(names, ys, dim, "(size_t)u_j")
 
     if not incl:

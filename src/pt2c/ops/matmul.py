@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
+from pt2c.sym import prod, sint
 from pt2c.ir import Node, Value
 from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
@@ -86,7 +86,7 @@ def _emit_matmul(em: EmitCtx, node: Node) -> None:
     if batch == 1:
         em.line(f"pt2c_sgemm({C}, {N}, {A}, {sa[1]}, {sa[2]}, 0, {B}, {sb[1]}, {sb[2]}, {bp}, {M}, {N}, {K}, {ep}, {scratch});")
         return
-    em.line(f"for (int b = 0; b < {batch}; b++) {{")
+    em.line(f"for (int b = 0; b < {sint(batch)}; b++) {{")
     if ep != "NULL" and node.attrs.get("has_residual"):
         em.line(f"    ep.residual = {em.ptr(node.inputs[-1])} + (size_t)b * {M * N};")
     em.line(f"    pt2c_sgemm({C} + (size_t)b * {M * N}, {N}, {A} + (size_t)b * {sa[0]}, {sa[1]}, {sa[2]}, 0, "

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pt2c.sym import sint
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
@@ -248,13 +249,13 @@ def _emit_maxpool_idx(em: EmitCtx, node: Node) -> None:
     OH, OW = y.shape[2:]
     (KH, KW), (sh, sw), (ph, pw), (dh, dw) = at["kernel"], at["stride"], at["padding"], at["dilation"]
     X, Y, I = em.ptr(x), em.ptr(y), em.ptr(ind)
-    em.line(f"for (size_t u_p = 0; u_p < {N * C}; u_p++) for (long u_oh = 0; u_oh < {OH}; u_oh++) "
-            f"for (long u_ow = 0; u_ow < {OW}; u_ow++) {{")
+    em.line(f"for (size_t u_p = 0; u_p < {N * C}; u_p++) for (long u_oh = 0; u_oh < {sint(OH)}; u_oh++) "
+            f"for (long u_ow = 0; u_ow < {sint(OW)}; u_ow++) {{")
     em.line(f"    const float *u_xp = {X} + u_p * {H * W};")
     em.line("    float u_best = -INFINITY; long u_bi = -1;")
-    em.line(f"    for (long u_kh = 0; u_kh < {KH}; u_kh++) for (long u_kw = 0; u_kw < {KW}; u_kw++) {{")
+    em.line(f"    for (long u_kh = 0; u_kh < {sint(KH)}; u_kh++) for (long u_kw = 0; u_kw < {sint(KW)}; u_kw++) {{")
     em.line(f"        long u_h = u_oh * {sh} - {ph} + u_kh * {dh}, u_w = u_ow * {sw} - {pw} + u_kw * {dw};")
-    em.line(f"        if (u_h < 0 || u_h >= {H} || u_w < 0 || u_w >= {W}) continue;")
+    em.line(f"        if (u_h < 0 || u_h >= {sint(H)} || u_w < 0 || u_w >= {sint(W)}) continue;")
     em.line(f"        float u_v = u_xp[u_h * {W} + u_w];")
     em.line(f"        if (u_bi < 0 || u_v > u_best || u_v != u_v) {{ u_best = u_v; u_bi = u_h * {W} + u_w; }}")
     em.line("        if (u_best != u_best) break;")
@@ -304,7 +305,7 @@ def _emit_pool_nd(em: EmitCtx, node: Node) -> None:
     P = x.numel // max(prod(isz), 1)
     IS, OS = prod(isz), prod(osz)
     X, Y = em.ptr(x), em.ptr(out)
-    olp = " ".join(f"for (long u_o{d} = 0; u_o{d} < {osz[d]}; u_o{d}++)" for d in range(nd))
+    olp = " ".join(f"for (long u_o{d} = 0; u_o{d} < {sint(osz[d])}; u_o{d}++)" for d in range(nd))
     em.line(f"for (size_t u_p = 0; u_p < {P}; u_p++) {olp} {{")
     em.line(f"    const float *u_x = {X} + u_p * {IS};")
     lin_o = "0"
@@ -335,9 +336,9 @@ def _emit_pool_nd(em: EmitCtx, node: Node) -> None:
         depth = 1
         for d in range(nd):
             pad = "    " * depth
-            em.line(pad + f"for (long u_k{d} = 0; u_k{d} < {k[d]}; u_k{d}++) {{")
+            em.line(pad + f"for (long u_k{d} = 0; u_k{d} < {sint(k[d])}; u_k{d}++) {{")
             em.line(pad + f"    long u_i{d} = u_o{d} * {s[d]} - {p[d]} + u_k{d} * {dl[d]};")
-            em.line(pad + f"    if (u_i{d} < 0 || u_i{d} >= {isz[d]}) continue;")
+            em.line(pad + f"    if (u_i{d} < 0 || u_i{d} >= {sint(isz[d])}) continue;")
             depth += 1
         pad = "    " * depth
         em.line(pad + f"long u_li = (long)({lin_i}); float u_v = u_x[u_li];")
@@ -468,7 +469,7 @@ def _emit_maxpool_bwd(em: EmitCtx, node: Node) -> None:
     em.line(f"memset({Y}, 0, {out.numel} * sizeof(float));")
     em.line(f"for (size_t u_p = 0; u_p < {P}; u_p++) for (size_t u_o = 0; u_o < {oplane}; u_o++) {{")
     em.line(f"    int64_t u_j = {I}[u_p * {oplane} + u_o];")
-    em.line(f"    if (u_j < 0 || u_j >= {plane}) return PT2C_ERR_INDEX;")
+    em.line(f"    if (u_j < 0 || u_j >= {sint(plane)}) return PT2C_ERR_INDEX;")
     em.line(f"    {Y}[u_p * {plane} + (size_t)u_j] += {G}[u_p * {oplane} + u_o];")
     em.line("}")
 

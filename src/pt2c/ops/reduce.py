@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
+from pt2c.sym import prod, sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
@@ -160,10 +160,10 @@ def _emit_cumsum(em: EmitCtx, node: Node) -> None:
     x, out = node.inputs[0], node.outputs[0]
     outer, r, inner = outer_inner(x.shape, node.attrs["dim"])
     t = ctype(out.dtype)
-    em.line(f"for (long o = 0; o < {outer}; o++) {{")
-    em.line(f"    for (long i = 0; i < {inner}; i++) {{")
+    em.line(f"for (long o = 0; o < {sint(outer)}; o++) {{")
+    em.line(f"    for (long i = 0; i < {sint(inner)}; i++) {{")
     em.line(f"        {t} acc = 0;")
-    em.line(f"        for (long k = 0; k < {r}; k++) {{")
+    em.line(f"        for (long k = 0; k < {sint(r)}; k++) {{")
     em.line(f"            size_t at = ((size_t)o * {r} + (size_t)k) * {inner} + (size_t)i;")
     em.line(f"            acc += ({t}){em.ptr(x)}[at];")
     em.line(f"            {em.ptr(out)}[at] = acc;")

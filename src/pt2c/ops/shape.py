@@ -214,6 +214,8 @@ def _emit_cat(em: EmitCtx, node: Node) -> None:
     ost = contiguous_strides(out.shape)
     at = 0
     for v in node.inputs:
+        if v.numel == 0:
+            continue
         operands = [(em.ptr(out), ost, at * ost[dim]), (em.ptr(v), contiguous_strides(v.shape), 0)]
         em.strided_loop(v.shape, operands, lambda ix, o=operands: f"{o[0][0]}[{ix[0]}] = {o[1][0]}[{ix[1]}];")
         at += v.shape[dim]

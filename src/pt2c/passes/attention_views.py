@@ -158,7 +158,8 @@ def fold_attention_views(g: Graph) -> Graph:
             p = us[0]
             st = tuple(p.attrs["strides"])
             dense = contiguous_strides(out.shape)
-            if sorted(st) == sorted(dense) and len(set(st)) == len(st) and st[-1] == 1:
+            # (a permutation of the dense strides; sorted by text: dynamic strides have no order)
+            if sorted(map(str, st)) == sorted(map(str, dense)) and len(set(st)) == len(st) and st[-1] == 1:
                 # P[..i..] = O[..k..] where st[i] == dense[k]: O's dim k has P's dense stride of dim i
                 pd = contiguous_strides(p.outputs[0].shape)
                 layout["out"] = (pd[st.index(dense[0])], pd[st.index(dense[1])], pd[st.index(dense[2])], 0)
