@@ -217,7 +217,7 @@ class Buffer:
     `nbytes` (aligned) at byte `offset` of the workspace arena, live from node `first` (its write) to
     node `last` (its last read, through any view), both included."""
 
-    kind: str  # "input" | "output" | "arena"
+    kind: str  # "input" | "output" | "arena" | "state" (a mutated buffer: after the arena and scratch)
     index: int = 0
     offset: int = 0
     nbytes: int = 0
@@ -235,6 +235,7 @@ class MemoryPlan:
     aliases: dict[str, tuple[str, int]]  # view value name -> (root value name, element offset in the root)
     arena_bytes: int = 0
     scratch_bytes: int = 0  # kernel scratch, one region after the arena
+    state_bytes: int = 0  # the program's mutated buffers, after the scratch (kept from run to run)
     lower_bound: int = 0  # peak of simultaneously live (aligned) arena bytes
     align: int = 64
     # the Values the names stand for (the emitter asks by Value); not part of the plan's data
@@ -257,7 +258,7 @@ class MemoryPlan:
 
     @property
     def workspace_bytes(self) -> int:
-        return self.arena_bytes + self.scratch_bytes
+        return self.arena_bytes + self.scratch_bytes + self.state_bytes
 
 
 class VerifyError(Exception):

@@ -122,12 +122,12 @@ def node_comment(node: Node) -> list[str]:
             lines += c
         return lines
     o = node.origin
-    out = node.outputs[0]
     what = op.describe(node) if op.describe is not None else node.op
     loc = o.module_path or "<top>"
     if o.module_type:
         loc += f" ({o.module_type.rsplit('.', 1)[-1]})"
-    lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {out.dtype}{list(out.shape)}"]
+    res = node.outputs[0] if node.outputs else node.inputs[-1]  # (state_write: the state it writes)
+    lines = [f"/* {c_comment(loc)}: {c_comment(what)} -> {res.dtype}{list(res.shape)}"]
     if o.source:
         lines.append(f" * {c_comment(o.source)}")
     lines[-1] += " */"
@@ -185,6 +185,8 @@ class Emitter:
                 expr = f"({q}{t} *)inputs[{st.index}]"
             elif st.kind == "output":
                 expr = f"({t} *)outputs[{st.index}]"
+            elif st.kind == "state":
+                expr = f"({t} *)(ws + {st.offset})"
             else:
                 expr = f"({t} *)(ws + {st.offset})"
         self.line(f"{q}{t} *{v.name} = {expr};")
@@ -258,8 +260,8 @@ class Emitter:
 
     def emit_nodes(self, nodes: list[Node]) -> None:
         for n in nodes:
-            if OPS[n.op].alias:
-                continue  # views: a pointer, declared where first used
+            if OPS[n.op].alias or n.op == "state":
+                continue  # views and state: a pointer, declared where first used
             self.line("")
             for c in self.node_comment(n):
                 self.line(c)

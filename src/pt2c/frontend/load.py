@@ -121,7 +121,9 @@ def size_value(d: Any) -> int:
 
     if not isinstance(d, torch.SymInt):
         return int(d)
-    val = d.node.expr.xreplace(d.node.shape_env.var_to_val)
+    env = d.node.shape_env
+    vals = getattr(env, "backed_var_to_val", None) or env.var_to_val
+    val = d.node.expr.xreplace({k: v for k, v in vals.items() if k.is_Symbol})
     if not isinstance(val, sympy.Integer) or (d.node.hint is not None and int(val) != int(d.node.hint)):
         raise ValueError(f"the size {d.node.expr} is {val} at the example, and its hint says {d.node.hint}")
     return int(val)

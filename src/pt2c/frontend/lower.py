@@ -270,6 +270,8 @@ class Lowering:
         state = dict(ep.state_dict)
         state.update(getattr(ep, "constants", {}) or {})
         specs = {s.arg.name: s for s in sig.input_specs}
+        mutated = {s.target for s in sig.output_specs if s.kind.name == "BUFFER_MUTATION"}
+        states: list[str] = []
         if self.dynamic:
             self.declare_dims([n for n in ep.graph.nodes if n.op == "placeholder"
                                and getattr(specs.get(n.name), "kind", None) is not None
@@ -296,6 +298,13 @@ class Lowering:
                     v = self.new_value(node.name, self.shape(val.shape), dt)
                     inputs.append(v)
                     self.env[node.name] = v
+                elif kind == "BUFFER" and spec.target in mutated:
+                    # a buffer the program updates: state kept in the workspace from run to run
+                    init = self.const(state[spec.target].detach().contiguous().numpy(), spec.target + "_init")
+                    v = self.new_value(spec.target, init.shape, init.dtype)
+                    self.nodes.append(Node("state", [init], {"index": len(states)}, [v], origin_of(node)))
+                    states.append(spec.target)
+                    self.env[node.name] = v
                 else:
                     t = state[spec.target].detach()
                     self.env[node.name] = self.const(t.contiguous().numpy(), spec.target)  # dtypes: load.check_dtypes
@@ -303,6 +312,8 @@ class Lowering:
                 self.env[node.name] = self.lower_node(node)
             elif node.op == "output":
                 outs = [arg for arg, spec in zip(node.args[0], sig.output_specs) if spec.kind.name == "USER_OUTPUT"]
+                new_state = {spec.target: arg for arg, spec in zip(node.args[0], sig.output_specs)
+                             if spec.kind.name == "BUFFER_MUTATION"}
         if self.problems:
             raise UnsupportedError(self.problems)
         outputs = []
@@ -311,7 +322,14 @@ class Lowering:
             if not isinstance(v, Value):
                 raise InputError(f"output {a} is not a tensor; only tensor outputs are supported")
             outputs.append(v)
+        if states:  # the buffers' new values: outputs until passes.finish turns them into state_write nodes
+            g_state = [self.env.get(new_state[t].name) for t in states]
+            if not all(isinstance(v, Value) for v in g_state):
+                raise InputError("a mutated buffer's new value is not a tensor")
+            outputs += g_state
         g = Graph(self.name, inputs, self.nodes, outputs)
+        if states:
+            g.meta["state"] = {"names": states, "outputs": len(outputs) - len(states)}
         if self.dims.dims:
             g.meta["dims"] = self.dims
         return g

@@ -171,6 +171,11 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
             continue
         for v in n.outputs:
             b = bufs.get(v.name)
+            if n.op == "state":
+                if b is None or b.kind != "state" or b.offset < plan.arena_bytes + plan.scratch_bytes \
+                        or b.offset + b.nbytes > plan.workspace_bytes or b.nbytes < v.nbytes:
+                    raise VerifyError(f"plan: state %{v.name} is not in the state region ({b})")
+                continue
             if b is None or b.kind not in ("arena", "output"):
                 raise VerifyError(f"plan: %{v.name} ({n.op}) has no buffer to be written to ({b})")
     if n_alias != len(aliases):

@@ -1,7 +1,7 @@
 """Creation: full / zeros / ones / empty / fill / scalar_tensor / arange, as compile-time constants.
 
-Shapes are static, so a created tensor is a constant; large uniform fills become a `fill` node
-instead of bytes in the weights blob."""
+A created tensor of static shape is a constant; large uniform fills become a `fill` node instead of
+bytes in the weights blob.  One of a dynamic size is made at run time (`fill`, `iota`)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.ir import Node, Value, np_dtype
+from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.sym import dynamic, upper
-from pt2c.ops.registry import arity, defop, lowers, need
+from pt2c.sym import dynamic, is_sym
+from pt2c.ops.registry import arity, defop, is_size, lowers, need
 from pt2c.ops.util import lit
 
 FILL_AS_CONST_MAX_BYTES = 1 << 16
@@ -34,6 +34,30 @@ def _check_fill(node: Node) -> None:
 
 
 defop("fill", _ref_fill, _emit_fill, rule=_check_fill)
+
+
+def _ref_iota(node: Node) -> np.ndarray:
+    out = node.outputs[0]
+    return (node.attrs["start"] + np.arange(out.shape[0]) * node.attrs["step"]).astype(np_dtype(out.dtype))
+
+
+def _emit_iota(em: EmitCtx, node: Node) -> None:
+    out = node.outputs[0]
+    t = ctype(out.dtype)
+    start, step = node.attrs["start"], node.attrs["step"]
+    first = f"({t})({start})" if not isinstance(start, float) else lit(out.dtype, start)
+    em.line(f"for (size_t i = 0; i < {out.shape[0]}; i++) {em.ptr(out)}[i] = {first} + ({t})i * {lit(out.dtype, step)};")
+
+
+def _check_iota(node: Node) -> None:
+    arity(node, 0)
+    out, at = node.outputs[0], node.attrs
+    need(len(out.shape) == 1 and out.dtype in ("int64", "int32", "float32", "float64"), "a 1-D int / float output")
+    need((is_size(at["start"]) or type(at["start"]) is float) and type(at["step"]) in (int, float), "start / step")
+
+
+# arange of a run-time length or start: out[i] = start + i * step
+defop("iota", _ref_iota, _emit_iota, rule=_check_iota)
 
 
 def _full(ctx: LowerCtx, value: Any) -> Value:
@@ -77,11 +101,56 @@ def _lower_arange(ctx: LowerCtx, a: dict[str, Any]) -> Value:
 
     out = ctx.out()
     start, end, step = a.get("start", 0), a["end"], a.get("step", 1)
-    if dynamic(out.shape):  # a run-time length: the first out.shape[0] values of the longest arange
-        n = upper(out.shape[0])
-        data = torch.arange(start, start + n * step, step, dtype=getattr(torch, out.dtype)).numpy()[:n]
-        ctx.emit("strided", [ctx.const(data, out.name + "_max")], {"strides": (1,), "offset": 0}, [out])
+    if dynamic(out.shape) or is_sym(start) or is_sym(end):  # a run-time length or start
+        if is_sym(step) or not (is_size(start) or isinstance(start, float)):
+            ctx.fail("arange with a run-time step is not supported")
+        ctx.emit("iota", [], {"start": start, "step": step}, [out])
         return out
     data = torch.arange(start, end, step, dtype=getattr(torch, out.dtype)).numpy()
     return ctx.const(data, out.name)
 
+
+
+# ---------------------------------------------------------------- state: a buffer the program mutates
+# (torch.export's BUFFER_MUTATION: a KV cache updated in place, a running counter).  `state` is the value the
+# buffer holds when a run starts: it lives in the workspace's state region, not the arena, and is set to its
+# initial value (input 0, a constant) by <name>_init / <name>_reset_state.  `state_write` copies the
+# buffer's new value (input 0) into that region at the end of the run (input 1: the state value).
+
+
+def _ref_state(node: Node, init: np.ndarray) -> np.ndarray:
+    return np.array(init)
+
+
+def _check_state(node: Node) -> None:
+    arity(node, 1)
+    init, out = node.inputs[0], node.outputs[0]
+    need(init.is_const and init.shape == out.shape and init.dtype == out.dtype and not dynamic(out.shape),
+         "the initial value is a constant of the state's (static) shape and dtype")
+    need(type(node.attrs["index"]) is int and node.attrs["index"] >= 0, "index")
+
+
+def _emit_nothing(em: EmitCtx, node: Node) -> None:
+    pass
+
+
+defop("state", _ref_state, _emit_nothing, rule=_check_state)
+
+
+def _ref_state_write(node: Node, new: np.ndarray, state: np.ndarray) -> list:
+    return []
+
+
+def _emit_state_write(em: EmitCtx, node: Node) -> None:
+    new, state = node.inputs
+    em.line(f"memcpy({em.ptr(state)}, {em.ptr(new)}, {state.nbytes});")
+
+
+def _check_state_write(node: Node) -> None:
+    arity(node, 2, 0)
+    new, state = node.inputs
+    need(state.producer is not None and state.producer.op == "state", "input 1 is not a state value")
+    need(new.shape == state.shape and new.dtype == state.dtype, "the new value has the state's shape and dtype")
+
+
+defop("state_write", _ref_state_write, _emit_state_write, rule=_check_state_write)

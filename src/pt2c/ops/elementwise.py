@@ -18,6 +18,7 @@ import numpy as np
 
 from pt2c.ir import DTYPES, Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.sym import Sym
 from pt2c.ops.registry import broadcast, defop, ints, lowers, need, within, is_size
 from pt2c.ops.util import FLOATS, as_strided, broadcast_strides, contiguous_strides, lit
 
@@ -307,7 +308,8 @@ def check_expr(e: Any, in_dtypes: list[str]) -> str:
         need(in_dtypes[e[2]] == dt, f"expression leaf {e!r}: input {e[2]} is {in_dtypes[e[2]]}")
         return dt
     if kind == "lit":
-        need(len(e) == 3 and type(e[2]) in (bool, int, float), f"literal {e!r} is not a Python bool / int / float")
+        need(len(e) == 3 and type(e[2]) in (bool, int, float, Sym),
+             f"literal {e!r} is not a Python bool / int / float or a size")
         return dt
     if kind == "cast":
         need(len(e) == 3, f"malformed cast {e!r}")
@@ -369,6 +371,8 @@ def _result_dtype(ctx: LowerCtx, operands: list[Any]) -> str:
             o = torch.empty([1] * len(o.shape), dtype=getattr(torch, o.dtype))
         elif o is None:
             continue
+        elif isinstance(o, Sym):  # a size: a Python int to PyTorch's promotion
+            o = torch.empty([], dtype=torch.int64) if probe is None else 0
         elif probe is None:
             o = torch.tensor(o)  # a lone scalar: its default dtype
         probe = o if probe is None else torch.empty([1], dtype=torch.result_type(probe, o))

@@ -378,27 +378,27 @@ def _lower_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     return out
 
 
-# ---------------------------------------------------------------- index_put with leading index tensors
+# ---------------------------------------------------------------- index_put: x[:, .., i0, i1, ...] = v
 
 def _ref_index_put(node: Node, x: np.ndarray, *rest: np.ndarray) -> np.ndarray:
-    nidx = node.attrs["nidx"]
+    nidx, lead = node.attrs["nidx"], node.attrs.get("lead", 0)
     idx, vals = rest[:nidx], rest[nidx]
     y = np.array(x, copy=True)
     wrap = node.attrs.get("wrap", True)
-    b = np.broadcast_arrays(*[check_index(i, x.shape[q], wrap, "index_put") for q, i in enumerate(idx)])
-    tgt_shape = b[0].shape + x.shape[nidx:]
-    v = np.broadcast_to(vals, tgt_shape)
+    b = np.broadcast_arrays(*[check_index(i, x.shape[lead + q], wrap, "index_put") for q, i in enumerate(idx)])
+    v = np.broadcast_to(vals, x.shape[:lead] + b[0].shape + x.shape[lead + nidx:])
+    full = (slice(None),) * lead
     for pos in np.ndindex(*b[0].shape):
-        key = tuple(int(i[pos]) for i in b)
+        key = full + tuple(int(i[pos]) for i in b)
         if node.attrs["accumulate"]:
-            y[key] += v[pos]
+            y[key] += v[full + pos]
         else:
-            y[key] = v[pos]
+            y[key] = v[full + pos]
     return y
 
 
 def _emit_index_put(em: EmitCtx, node: Node) -> None:
-    nidx = node.attrs["nidx"]
+    nidx, lead = node.attrs["nidx"], node.attrs.get("lead", 0)
     x = node.inputs[0]
     idx = node.inputs[1:1 + nidx]
     vals = node.inputs[1 + nidx]
@@ -407,31 +407,31 @@ def _emit_index_put(em: EmitCtx, node: Node) -> None:
     t = ctype(out.dtype)
     em.errors.add("INDEX")
     em.line(f"if ({Y} != {X}) memcpy({Y}, {X}, {x.numel} * sizeof({t}));")
-    bshape = node.attrs["bshape"]
-    rest = x.shape[nidx:]
+    bshape = tuple(node.attrs["bshape"])
+    rest = x.shape[lead + nidx:]
     inner = prod(rest)
-    names, k = index_loops(em, bshape)
+    names, k = index_loops(em, tuple(x.shape[:lead]) + bshape)  # the leading full dims, then the indices'
     pad = "    " * k
     xs = contiguous_strides(x.shape)
-    terms = []
+    terms = [f"{names[d]} * {xs[d]}" for d in range(lead)]
     for q, iv in enumerate(idx):
         st = broadcast_strides(iv.shape, contiguous_strides(iv.shape), bshape)
-        em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names, st)}];")
+        em.line(pad + f"int64_t u_j{q} = (int64_t){em.ptr(iv)}[{lin(names[lead:], st)}];")
         if node.attrs.get("wrap", True):  # x[i] = v counts -1 from the end; index_add / index_copy raise
-            em.line(pad + f"if (u_j{q} < 0) u_j{q} += {x.shape[q]};")
-        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {sint(x.shape[q])}) return PT2C_ERR_INDEX;")
-        terms.append(f"(size_t)u_j{q} * {xs[q]}")
-    full = tuple(bshape) + tuple(rest)
+            em.line(pad + f"if (u_j{q} < 0) u_j{q} += {sint(x.shape[lead + q])};")
+        em.line(pad + f"if (u_j{q} < 0 || u_j{q} >= {sint(x.shape[lead + q])}) return PT2C_ERR_INDEX;")
+        terms.append(f"(size_t)u_j{q} * {xs[lead + q]}")
+    full = tuple(x.shape[:lead]) + bshape + tuple(rest)
     vst = broadcast_strides(vals.shape, contiguous_strides(vals.shape), full)
-    vlin = lin(names, vst[:len(bshape)])
+    vlin = lin(names, vst[:lead + len(bshape)])
     em.line(pad + f"size_t u_base = {' + '.join(terms)};")
     em.line(pad + f"for (size_t u_r = 0; u_r < {inner}; u_r++) {{")
     rest_st = contiguous_strides(tuple(rest))
     # values index for the trailing dims: unravel r against `rest` with vals' broadcast strides
     vr = []
     for d, n in enumerate(rest):
-        s = vst[len(bshape) + d]
-        if s and n > 1:
+        s = vst[lead + len(bshape) + d]
+        if s and n != 1:
             vr.append(f"((u_r / {rest_st[d]}) % {n}) * {s}")
     vidx = " + ".join([vlin] + vr) if vr else vlin
     op = "+=" if node.attrs["accumulate"] else "="
@@ -441,16 +441,18 @@ def _emit_index_put(em: EmitCtx, node: Node) -> None:
 
 
 def _check_index_put(node: Node) -> None:
-    """x with x[i0, i1, ...] = vals (or +=): vals broadcast to the indices' shape + x's trailing dims."""
-    nidx, bshape = node.attrs["nidx"], node.attrs["bshape"]
-    need(type(nidx) is int and nidx >= 1 and ints(bshape, lo=0), "nidx / bshape")
+    """x with x[:, .. (lead full dims), i0, i1, ...] = vals (or +=): vals broadcast to x's leading dims + the
+    indices' shape + x's trailing dims."""
+    nidx, bshape, lead = node.attrs["nidx"], node.attrs["bshape"], node.attrs.get("lead", 0)
+    need(type(nidx) is int and nidx >= 1 and ints(bshape, lo=0) and type(lead) is int and lead >= 0,
+         "nidx / bshape / lead")
     arity(node, nidx + 2)
     x, idx, vals = node.inputs[0], node.inputs[1:1 + nidx], node.inputs[1 + nidx]
-    need(nidx <= len(x.shape), f"{nidx} indices into a rank-{len(x.shape)} tensor")
+    need(lead + nidx <= len(x.shape), f"{lead} full dims and {nidx} indices into a rank-{len(x.shape)} tensor")
     for i in idx:
         dtype_in(i, INTS, "index")
     need(broadcast(*[i.shape for i in idx]) == tuple(bshape), f"the indices do not broadcast to {list(bshape)}")
-    full = (*bshape, *x.shape[nidx:])
+    full = (*x.shape[:lead], *bshape, *x.shape[lead + nidx:])
     need(broadcast(vals.shape, full) == full, f"values {list(vals.shape)} do not broadcast to {list(full)}")
     need(vals.dtype == x.dtype, f"values are {vals.dtype}, x {x.dtype}")
     need(type(node.attrs["accumulate"]) is bool and type(node.attrs.get("wrap", True)) is bool, "accumulate / wrap")
@@ -465,11 +467,13 @@ def _lower_index_put(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     x, out = a["self"], ctx.out()
     idx = list(a["indices"])
     vals = a["values"]
+    lead = next((q for q, t in enumerate(idx) if t is not None), len(idx))  # x[:, :, i] = v: full leading dims
+    idx = idx[lead:]
     if not idx or any(t is None for t in idx) or any(t.dtype == "bool" for t in idx):
-        ctx.fail("index_put is supported with leading integer index tensors (no None / bool masks)")
+        ctx.fail("index_put is supported with integer index tensors after any full leading dims "
+                 "(x[i] = v, x[:, i, j] = v; no None between index tensors, no bool masks)")
     if not isinstance(vals, Value):
         ctx.fail("index_put with non-tensor values")
-    import torch
 
     bshape = broadcast(*[t.shape for t in idx])
     if prod(bshape) == 0:
@@ -480,11 +484,13 @@ def _lower_index_put(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     what = orig.split(".")[1] if orig.startswith(("aten.index_add", "aten.index_copy")) else "index_put"
     wrap = what == "index_put"
     for q, t in enumerate(idx):
-        check_const_index(ctx, t, x.shape[q], wrap, what)
+        check_const_index(ctx, t, x.shape[lead + q], wrap, what)
     if vals.dtype != x.dtype:
         vals = make_ew(ctx, "copy", [vals], compute=x.dtype, out=ctx.new("vals", vals.shape, x.dtype))
-    ctx.emit("index_put", [x, *idx, vals], {"nidx": len(idx), "bshape": bshape, "wrap": wrap,
-                                             "accumulate": bool(a.get("accumulate", False))}, [out])
+    attrs = {"nidx": len(idx), "bshape": bshape, "wrap": wrap, "accumulate": bool(a.get("accumulate", False))}
+    if lead:
+        attrs["lead"] = lead
+    ctx.emit("index_put", [x, *idx, vals], attrs, [out])
     return out
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
-from pt2c.ir import Value, np_dtype
+from pt2c.sym import Sym, prod
+from pt2c.ir import Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 
 FLOATS = ("float32", "float64")
@@ -57,7 +57,10 @@ def as_strided(x: np.ndarray, shape: tuple[int, ...], strides: tuple[int, ...], 
 # ---------------------------------------------------------------- C text
 
 def lit(dtype: str, value: Any) -> str:
-    """A C literal of `value` in `dtype` (NaN, infinities, INT64_C, bools as 0 / 1)."""
+    """A C literal of `value` in `dtype` (NaN, infinities, INT64_C, bools as 0 / 1); a dynamic size as its
+    expression converted to dtype."""
+    if isinstance(value, Sym):
+        return f"(({ctype(dtype)})({value}))" if dtype != "bool" else f"(({value}) != 0)"
     if dtype == "bool":
         return "1" if value else "0"
     if dtype in FLOATS:

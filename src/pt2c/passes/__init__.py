@@ -21,7 +21,7 @@ from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.gathered import fuse_gathered_matmul
 from pt2c.ir import clone
 from pt2c.sym import DynamicSizeError
-from pt2c.passes.memory import materialize_outputs, plan_memory
+from pt2c.passes.memory import materialize_outputs, plan_memory, write_state
 from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
 from pt2c.passes.pwdw import fuse_pw_dw
@@ -118,6 +118,7 @@ def refresh_captures(n: Node) -> None:
 def finish(graph: Graph) -> tuple[Graph, MemoryPlan]:
     """The last passes: every output made a value of its own (materialize_outputs), then the memory
     plan (plan_memory), verified with the graph."""
+    graph = run_pass("write_state", write_state, graph)
     graph = run_pass("materialize_outputs", materialize_outputs, graph)
     plan = plan_memory(graph)
     _verified("plan_memory", graph, plan)

@@ -26,6 +26,22 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def write_state(g: Graph) -> Graph:
+    """A program's mutated buffers (g.meta["state"]): their new values, kept as the last graph outputs through
+    the optimisation passes, leave the outputs and are copied into the state at the end of the run (one
+    state_write node each; none for a buffer whose value the run leaves as it was)."""
+    st = g.meta.get("state")
+    if not st or len(g.outputs) == st["outputs"]:
+        return g
+    states = {n.attrs["index"]: n.outputs[0] for n in g.nodes if n.op == "state"}
+    new = g.outputs[st["outputs"]:]
+    g.outputs = g.outputs[:st["outputs"]]
+    for k, v in enumerate(new):
+        if k in states and v is not states[k]:
+            g.nodes.append(Node("state_write", [v, states[k]], {"index": k}, []))
+    return g
+
+
 def materialize_outputs(g: Graph) -> Graph:
     """Make every graph output a distinct value the planner can place in the caller's output
     buffer: inputs, constants, repeated outputs and offset views get an explicit copy."""
@@ -65,6 +81,9 @@ def plan_memory(g: Graph) -> MemoryPlan:
         return v if a is None else values[a[0]]
 
     storage: dict[str, Buffer] = {}
+    states = [n.outputs[0] for n in walk(g) if n.op == "state"]
+    for v in states:  # (offsets after the arena and scratch, below)
+        storage[v.name] = Buffer("state", index=len(storage), nbytes=_align(v.max_nbytes))
     for i, v in enumerate(g.inputs):
         storage[v.name] = Buffer("input", i, nbytes=v.max_nbytes)
     for j, v in enumerate(g.outputs):
@@ -106,5 +125,9 @@ def plan_memory(g: Graph) -> MemoryPlan:
     for t in range(len(steps)):
         peak = max(peak, sum(_align(max(values[k].max_nbytes, 1)) for k, (s, e) in life.items() if s <= t <= e))
     scratch = _align(max([scratch_bytes(n, g.meta.get("dims")) for n in walk(g) if OPS[n.op].scratch] or [0]))
+    off = arena + scratch
+    for v in states:  # the state region: after the arena and scratch, for the whole life of the context
+        storage[v.name] = Buffer("state", storage[v.name].index, offset=off, nbytes=storage[v.name].nbytes)
+        off += storage[v.name].nbytes
     return MemoryPlan(storage, aliases, arena_bytes=arena, scratch_bytes=scratch, lower_bound=peak, align=ALIGN,
-                      values=values)
+                      values=values, state_bytes=off - arena - scratch)
