@@ -23,6 +23,7 @@ from pt2c.codegen.escape import c_comment
 from pt2c.codegen.emitter import node_comment
 from pt2c.codegen.gpu import GpuEmitter, Launch, gpu_kernel_files, kernel_params, tensor_bytes
 from pt2c.codegen.gpu_runtime import cuda_source, opencl_source
+from pt2c.errors import InputError
 from pt2c.sym import DynamicSizeError
 from pt2c.ir import Graph, MemoryPlan, ctype, itemsize, walk
 from pt2c.ops import OPS
@@ -143,6 +144,10 @@ def write_gpu_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: Any,
     dialect = target.backend
     if g.meta.get("dims"):
         raise DynamicSizeError(f"the {dialect} backend compiles static shapes so far")
+    if any(n.op == "state" for n in g.nodes):
+        raise InputError(f"the program updates buffers in place ({', '.join(g.meta['state']['names'][:4])}: a KV "
+                         f"cache ...), which the {dialect} backend does not keep from run to run yet.\nWhat to try: "
+                         "compile for a CPU target, or export the cache as inputs and outputs (past_key_values).")
     out_dir.mkdir(parents=True, exist_ok=True)
     blob = WeightsBlob(g.constants())
     em = GpuEmitter(g, plan)

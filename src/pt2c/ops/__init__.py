@@ -161,7 +161,7 @@ def verify_plan(graph: Graph, plan: MemoryPlan) -> None:
             raise VerifyError(f"plan: graph input {i} %{v.name} is not in input buffer {i} ({b})")
     n_alias = 0
     for n in walk(graph):
-        if OPS[n.op].alias:
+        if OPS[n.op].alias or n.attrs.get("inplace"):  # (inplace: an index_put into a state, where it lives)
             src, out = n.inputs[0], n.outputs[0]
             base, off = aliases.get(src.name, (src.name, 0))
             want = (base, off + n.attrs.get("offset", 0))

@@ -456,6 +456,8 @@ def _check_index_put(node: Node) -> None:
     need(broadcast(vals.shape, full) == full, f"values {list(vals.shape)} do not broadcast to {list(full)}")
     need(vals.dtype == x.dtype, f"values are {vals.dtype}, x {x.dtype}")
     need(type(node.attrs["accumulate"]) is bool and type(node.attrs.get("wrap", True)) is bool, "accumulate / wrap")
+    need(not node.attrs.get("inplace") or (x.producer is not None and x.producer.op == "state"),
+         "inplace: only into a state (where the output is its storage)")
     result(node.outputs[0], x.shape, x.dtype)
 
 

@@ -36,9 +36,16 @@ def write_state(g: Graph) -> Graph:
     states = {n.attrs["index"]: n.outputs[0] for n in g.nodes if n.op == "state"}
     new = g.outputs[st["outputs"]:]
     g.outputs = g.outputs[:st["outputs"]]
+    users = g.users()
     for k, v in enumerate(new):
-        if k in states and v is not states[k]:
-            g.nodes.append(Node("state_write", [v, states[k]], {"index": k}, []))
+        if k not in states or v is states[k]:
+            continue
+        p = v.producer
+        if (p is not None and p.op == "index_put" and p.inputs[0] is states[k] and users.get(id(states[k])) == [p]
+                and states[k] not in g.outputs and v not in g.outputs):
+            p.attrs["inplace"] = True  # the cache updated where it lives: no copy of it, in or out
+            continue
+        g.nodes.append(Node("state_write", [v, states[k]], {"index": k}, []))
     return g
 
 
@@ -69,7 +76,7 @@ def plan_memory(g: Graph) -> MemoryPlan:
     for n in walk(g):
         for v in n.inputs + n.outputs:
             values.setdefault(v.name, v)
-        if OPS[n.op].alias:
+        if OPS[n.op].alias or n.attrs.get("inplace"):
             src, out = n.inputs[0], n.outputs[0]
             base, off = aliases.get(src.name, (src.name, 0))
             aliases[out.name] = (base, off + n.attrs.get("offset", 0))

@@ -295,6 +295,13 @@ class Model:
             self._check(rc, "run")
         return outs
 
+    def reset_state(self) -> None:
+        """Set the buffers the model updates from run to run (a KV cache: manifest.json "state") back to their
+        values at export: the start of a new sequence.  (init does it once.)"""
+        if self.manifest.get("state"):
+            with self._lock:
+                self._check(getattr(self.lib, f"{self.name}_reset_state")(self._ctx), "reset_state")
+
     def _resize(self, inputs: list[Any]) -> None:
         """A dynamic model: its sizes read from the inputs' shapes, set in the context (a RunError names a size
         out of range), and the shapes the library then expects and writes."""
