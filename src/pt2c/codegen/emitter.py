@@ -11,7 +11,6 @@ import re
 from collections.abc import Callable
 from importlib import resources
 
-import numpy as np
 
 from pt2c.codegen.escape import c_comment, c_string
 from pt2c.ir import Graph, Node, Value, ctype

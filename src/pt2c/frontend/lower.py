@@ -121,6 +121,10 @@ class LowerCtx:
     def out(self) -> Value:
         return self.outs()[0]
 
+    def size(self, x: Any) -> Any:
+        """A size from the export (an int or a SymInt) as an int or a Sym (pt2c.sym)."""
+        return self.L.size(x)
+
     def new(self, hint: str, shape: tuple[int, ...], dtype: str) -> Value:
         return self.L.new_value(f"{self.L.name_for(self.node, self.origin)}_{hint}", shape, dtype)
 

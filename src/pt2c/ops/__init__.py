@@ -33,23 +33,18 @@ FAMILIES = (elementwise, creation, shape, index, matmul, conv, pool, resize, nor
 # Ops of a family (its backward ops, variants not implemented) are listed in the family's module; here
 # the ones no family owns.
 
-_SYMBOLIC = ("symbolic-shape query, only present with dynamic shapes: pt2c compiles static shapes "
-             "(export without dynamic_shapes)")
 UNSUPPORTED.update({
     "aten._fft_r2c.default": "FFTs produce complex tensors; pt2c has no complex dtypes",
     "aten._fft_c2r.default": "FFTs consume complex tensors; pt2c has no complex dtypes",
     "aten._local_scalar_dense.default": "reads a tensor element into a Python number (.item()): data-dependent "
-                                        "values and shapes are not supported (shapes are static)",
+                                        "values and sizes are not supported (sizes come from the inputs' shapes)",
     "aten.atan2.out": "out= variant (writes its `out` argument); export graphs use aten.atan2.default, "
                       "which is supported",
-    "aten.nonzero.default": "the output shape depends on the data (dynamic shape); pt2c compiles static shapes",
-    "aten.sym_numel.default": _SYMBOLIC,
-    "aten.sym_size.int": _SYMBOLIC,
-    "aten.sym_storage_offset.default": _SYMBOLIC,
-    "aten.sym_stride.int": _SYMBOLIC,
-    "aten.sym_is_contiguous.default": _SYMBOLIC,
-    "aten.resize_.default": "in-place resize of a tensor's storage: buffers are planned at compile time with "
-                            "static shapes; create a new tensor (torch.empty / reshape) instead",
+    "aten.nonzero.default": "the output shape depends on the data; pt2c's dynamic sizes come from the inputs' "
+                            "shapes (torch.export.Dim), not from values",
+    "aten.sym_is_contiguous.default": "a symbolic contiguity query; pt2c's tensors are dense (export without it)",
+    "aten.resize_.default": "in-place resize of a tensor's storage: buffers are planned at compile time; "
+                            "create a new tensor (torch.empty / reshape) instead",
 })
 
 

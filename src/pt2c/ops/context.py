@@ -32,6 +32,10 @@ class LowerCtx(Protocol):
         """A fresh intermediate value, named after the node and `hint`."""
         ...
 
+    def size(self, x: Any) -> Any:
+        """A size from the export (an int, or a torch SymInt of a dynamic shape) as an int or a pt2c.sym.Sym."""
+        ...
+
     def const(self, data: np.ndarray, hint: str) -> Value:
         """A compile-time constant (stored in the weights blob unless folded away)."""
         ...

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, prod, sint
+from pt2c.sym import dynamic, sint
 from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
 from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, prod, sint
+from pt2c.sym import dynamic, sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
@@ -231,7 +231,6 @@ defop("index_multi", _ref_index_multi, _emit_index_multi, rule=_check_index_mult
 
 def lower_index_multi(ctx: LowerCtx, x: Value, idx: list[Any], out: Value) -> Value:
     """x[:, ..., i0, i1, ...] with adjacent runtime integer index tensors (PyTorch's advanced indexing)."""
-    import torch
 
     used = [i for i, t in enumerate(idx) if t is not None]
     pre = used[0]

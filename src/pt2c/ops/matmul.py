@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod, sint
+from pt2c.sym import sint
 from pt2c.ir import Node, Value
 from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import prod, sint
+from pt2c.sym import sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew

@@ -474,3 +474,11 @@ def _lower_select_scatter(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     st = contiguous_strides(x.shape)
     strides = tuple(s for d, s in enumerate(st) if d != dim)
     return _strided_scatter(ctx, x, src, strides, idx * st[dim])
+
+
+# ---------------------------------------------------------------- size queries (dynamic shapes)
+
+@lowers("aten.sym_size.int", "aten.sym_numel.default", "aten.sym_stride.int", "aten.sym_storage_offset.default")
+def _lower_size_query(ctx: LowerCtx, a: dict[str, Any]) -> Any:
+    """A size of a tensor (with dynamic shapes): the export's own expression for it, as a size (pt2c.sym)."""
+    return ctx.size(ctx.node.meta["val"])
