@@ -266,8 +266,7 @@ class Emitter:
                 self.line(c)
             # declare pointers outside the block so later nodes see them
             for v in n.inputs + n.outputs:
-                if v.numel != 0:  # (an empty operand, such as a zero-width slice, is never read)
-                    self.ptr(v)
+                self.ptr(v)
             self.line("{")
             self.indent += 1
             start = len(self.lines)

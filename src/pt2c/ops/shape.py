@@ -215,6 +215,7 @@ def _emit_cat(em: EmitCtx, node: Node) -> None:
     at = 0
     for v in node.inputs:
         if v.numel == 0:
+            em.line(f"(void){em.ptr(v)}; /* empty */")
             continue
         operands = [(em.ptr(out), ost, at * ost[dim]), (em.ptr(v), contiguous_strides(v.shape), 0)]
         em.strided_loop(v.shape, operands, lambda ix, o=operands: f"{o[0][0]}[{ix[0]}] = {o[1][0]}[{ix[1]}];")
