@@ -9,8 +9,9 @@ process so machine drift hits both alike; prints the medians and the median per-
 
 decode: greedy decoding with a GPT-2 124M-shaped model (random weights): the prompt in one call, then one call
 per new token, the KV cache held by the artifact (transformers' static-cache wrapper, compiled by pt2c) against
-PyTorch eager with its own KV cache (the model called with past_key_values, as generate() does), tokens/s of
-the decode phase and the prefill time, per thread count.  (ONNX Runtime: see docs/BENCHMARKS.md.)
+PyTorch eager with its own KV cache (the model called with past_key_values, as generate() does) and ONNX
+Runtime running the model exported with its past key/values as inputs and outputs; tokens/s of the decode
+phase and the prefill time, per thread count.
 """
 
 from __future__ import annotations
@@ -146,6 +147,10 @@ def decode(a: argparse.Namespace) -> None:
                 toks.append(int(out.logits[0, -1].argmax()))
         return t1 - t0, time.perf_counter() - t1, toks
 
+    engines = [("pt2c", run_pt2c), ("PyTorch eager (KV cache)", run_eager)]
+    if a.ort:
+        engines.append(("ONNX Runtime (past key/values)", ort_decoder(model, prompt, a, work)))
+
     print(f"\nGPT-2 124M shape (random weights), prompt {a.prompt} + {a.new} new tokens, greedy, {cpu_name()}, "
           f"target {a.target}; median of {a.reps}")
     print("| threads | engine | prefill (ms) | decode tokens/s |")
@@ -154,15 +159,71 @@ def decode(a: argparse.Namespace) -> None:
         torch.set_num_threads(th)
         set_runner_threads(lm, th)
         res = {}
-        for name, fn in (("pt2c", run_pt2c), ("PyTorch eager (KV cache)", run_eager)):
+        if a.ort:
+            engines[-1] = (engines[-1][0], ort_decoder(model, prompt, a, work, th))
+        for name, fn in engines:
             fn()  # warm-up
             runs = [fn() for _ in range(a.reps)]
             res[name] = runs[0][2]
             pre = statistics.median(r[0] for r in runs) * 1e3
             tps = (a.new - 1) / statistics.median(r[1] for r in runs)
             print(f"| {th} | {name} | {pre:.1f} | {tps:.1f} |", flush=True)
-        same = res["pt2c"] == res["PyTorch eager (KV cache)"]
-        print(f"|  | tokens identical: {same} | | |")
+        same = all(r == res["PyTorch eager (KV cache)"] for r in res.values())
+        print(f"|  | tokens identical across engines: {same} | | |")
+
+
+def ort_decoder(model, prompt: torch.Tensor, a: argparse.Namespace, work: Path, threads: int = 1):
+    """ONNX Runtime decoding the model exported with its past key/values as inputs and outputs (dynamic past
+    length), the way ORT runs LMs: each call returns the grown cache, fed back to the next.  The export needs a
+    past of at least one token, so eager computes the first prompt token's cache and ORT the rest of the
+    prompt (its prefill time is for prompt - 1 tokens)."""
+    import onnxruntime as ort
+    from torch.export import Dim
+    from transformers import DynamicCache
+
+    cfg, L = model.config, model.config.n_layer
+    path = work / "gpt2_past.onnx"
+
+    class Step(torch.nn.Module):
+        def __init__(self, lm):
+            super().__init__()
+            self.lm = lm
+
+        def forward(self, ids, pos, *past):
+            cache = DynamicCache(config=cfg)
+            for i in range(L):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.lm(input_ids=ids, past_key_values=cache, position_ids=pos, use_cache=True)
+            return (out.logits, *[t for i in range(L) for t in (out.past_key_values.layers[i].keys,
+                                                                 out.past_key_values.layers[i].values)])
+
+    names = [f"past_{i}" for i in range(2 * L)]
+    if not path.exists():
+        H, D = cfg.n_head, cfg.n_embd // cfg.n_head
+        S, P = Dim("seq", min=1, max=1024), Dim("past", min=1, max=1024)
+        ex = (torch.tensor([[5, 6, 7]]), torch.tensor([[4, 5, 6]]), *[torch.randn(1, H, 4, D) for _ in range(2 * L)])
+        torch.onnx.export(Step(model).eval(), ex, str(path), dynamo=True, input_names=["ids", "pos", *names],
+                          output_names=["logits", *[f"present_{i}" for i in range(2 * L)]],
+                          dynamic_shapes=({1: S}, {1: S}, tuple({2: P} for _ in range(2 * L))))
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    with torch.inference_mode():
+        first = model(prompt[:, :1], use_cache=True).past_key_values
+    past0 = [t.numpy() for i in range(L) for t in (first.layers[i].keys, first.layers[i].values)]
+
+    def run() -> tuple[float, float, list[int]]:
+        n = prompt.shape[1]
+        t0 = time.perf_counter()
+        out = sess.run(None, {"ids": prompt[:, 1:].numpy(), "pos": np.arange(1, n)[None], **dict(zip(names, past0))})
+        t1 = time.perf_counter()
+        toks = [int(out[0][0, -1].argmax())]
+        for i in range(a.new - 1):
+            out = sess.run(None, {"ids": np.array([[toks[-1]]]), "pos": np.array([[n + i]]), **dict(zip(names, out[1:]))})
+            toks.append(int(out[0][0, -1].argmax()))
+        return t1 - t0, time.perf_counter() - t1, toks
+
+    return run
 
 
 def main() -> None:
@@ -179,6 +240,7 @@ def main() -> None:
     d.add_argument("--threads", default="1,2")
     d.add_argument("--reps", type=int, default=3)
     d.add_argument("--target", default="x86_64-v3")
+    d.add_argument("--no-ort", dest="ort", action="store_false", help="leave ONNX Runtime out")
     a = ap.parse_args()
     bert(a) if a.what == "bert" else decode(a)
 
