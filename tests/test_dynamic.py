@@ -104,6 +104,20 @@ def test_dynamic_artifact_c_api_and_runner(tmp_path):
     m._sizes_now = None  # (the test changed the context's sizes behind the runner's back)
     header = (tmp_path / "out" / f"{N}.h").read_text()
     assert "int dyn_set_sizes(dyn_ctx *ctx, const int64_t *sizes);" in header and "#define DYN_NUM_SIZES 1" in header
+    # a manifest whose sizes are not the library's (edited, or from another compile) is refused
+    mpath = tmp_path / "out" / "manifest.json"
+    good = mpath.read_text()
+    for edit in ({"max": 1000}, {"input": "nope"}, {"dim": 7}):
+        man = json.loads(good)
+        man["sizes"][0].update(edit)
+        mpath.write_text(json.dumps(man))
+        with pytest.raises(RunError, match="sizes"):
+            pt2c.load(tmp_path / "out")
+    man = json.loads(good)
+    man["sizes"].append(dict(man["sizes"][0], name="extra"))
+    mpath.write_text(json.dumps(man))
+    with pytest.raises(RunError, match="sizes"):
+        pt2c.load(tmp_path / "out")
 
 
 def test_static_and_fallback_compile_the_example_sizes(tmp_path, monkeypatch):

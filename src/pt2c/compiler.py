@@ -56,8 +56,9 @@ def lower_optimized(ep: Any, options: CompileOptions, progress: Callable[[str], 
     return optimize(g, options)
 
 
-def warn_specialized(prov: dict, why: str) -> None:
-    if os.environ.get("PT2C_REQUIRE_DYNAMIC") and "static shapes were asked" not in why:
+def warn_specialized(prov: dict, why: str, asked: bool = False) -> None:
+    """The warning of a program compiled at the example's sizes though it declares dynamic ones."""
+    if os.environ.get("PT2C_REQUIRE_DYNAMIC") and not asked:
         raise DynamicSizeError(why)  # tests: a dynamic compile that fell back is a failure
     dims = "; ".join(f"input '{d['input']}' dim {d['dim']} ({d['symbol']} in [{d['min']}, {d['max']}]) -> {d['size']}"
                      for d in prov["specialized"][:8])
@@ -81,7 +82,7 @@ def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOp
         except DynamicSizeError as e:
             warn_specialized(prov, str(e))
     elif prov["specialized"]:
-        warn_specialized(prov, "static shapes were asked for")
+        warn_specialized(prov, "static shapes were asked for", asked=True)
     g = lower_optimized(ep, options, progress, dynamic=False)
     # the program's own tensors are no longer needed: those the graph uses are its constants now, and a weight
     # lowered to a new array (transposed, folded) frees its original here instead of staying resident
@@ -109,7 +110,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
         ep, prov = load(model, example_inputs, opts, example_kwargs, progress)
         art = None
         if prov["specialized"] and not static:
-            try:
+            try:  # (ep is kept for a fallback to the example's sizes)
                 g = lower_optimized(ep, opts, progress)
                 art = _write(g, out, opts, {**prov, "specialized": []}, progress)
             except DynamicSizeError as e:
@@ -117,7 +118,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                 for f in sorted(out.staging.rglob("*"), reverse=True):  # anything the dynamic attempt wrote
                     f.rmdir() if f.is_dir() else f.unlink()
         elif prov["specialized"]:
-            warn_specialized(prov, "static shapes were asked for (--static)")
+            warn_specialized(prov, "static shapes were asked for (--static)", asked=True)
         if art is None:
             g = lower_optimized(ep, opts, progress, dynamic=False)
             del ep  # (see to_graph)

@@ -28,7 +28,7 @@ def sizes_header(g: Graph, name: str) -> tuple[str, str]:
         return "", ""
     N = name.upper()
     ctx_sizes = f"\n    int64_t sizes[{N}_NUM_SIZES]; /* the run-time sizes ({name}_set_sizes; the example's after init) */"
-    rows = "\n".join(f" *   {i}: {d.cname} ({d.where}), {d.lo}..{d.hi}" for i, d in enumerate(dims.dims))
+    rows = "\n".join(f" *   {i}: {d.cname} ({c_comment(d.where)}), {d.lo}..{d.hi}" for i, d in enumerate(dims.dims))
     return ctx_sizes, f"""
 /* Dynamic sizes.  The model was compiled for a range of sizes:
 {rows}
@@ -42,6 +42,7 @@ typedef struct {name}_size_desc {{
     int64_t min;
     int64_t max;
 }} {name}_size_desc;
+int {name}_num_sizes(void);
 const {name}_size_desc *{name}_sizes(void);
 int {name}_set_sizes({name}_ctx *ctx, const int64_t *sizes);
 /* The shape of input / output `index` at the context's sizes (rank entries written). */
@@ -117,6 +118,7 @@ static const {name}_size_desc sizes_desc[{N}_NUM_SIZES] = {{
 {rows}
 }};
 
+int {name}_num_sizes(void) {{ return {N}_NUM_SIZES; }}
 const {name}_size_desc *{name}_sizes(void) {{ return sizes_desc; }}
 
 int {name}_set_sizes({name}_ctx *ctx, const int64_t *sizes)

@@ -251,7 +251,8 @@ class Emitter:
             text = "\n".join(self.lines)
             for i, d in reversed(list(enumerate(dims.dims))):
                 if re.search(rf"\b{d.cname}\b", text):
-                    self.lines.insert(0, f"    const size_t {d.cname} = (size_t)sizes[{i}]; /* {d.where}, {d.lo}..{d.hi} */")
+                    self.lines.insert(0, f"    const size_t {d.cname} = (size_t)sizes[{i}]; /* {c_comment(d.where)}, "
+                                         f"{d.lo}..{d.hi} */")
         if self.uses_scratch:
             self.lines.insert(0, f"    float *scratch = (float *)(ws + {self.plan.arena_bytes}); "
                                  "/* kernel scratch: GEMM packing, im2col, attention tiles */")

@@ -33,6 +33,11 @@ class TensorDesc(ctypes.Structure):
                 ("shape", ctypes.POINTER(ctypes.c_int64)), ("nbytes", ctypes.c_size_t)]
 
 
+class SizeDesc(ctypes.Structure):
+    """<name>_size_desc: a dynamic size of the model and its range."""
+    _fields_ = [("name", ctypes.c_char_p), ("where", ctypes.c_char_p), ("min", ctypes.c_int64), ("max", ctypes.c_int64)]
+
+
 def library_io(lib: Any, name: str) -> tuple[list[dict], list[dict]]:
     """The I/O descriptors the library itself exports (<name>_inputs() / _outputs()): the source of
     truth for what its run function reads and writes."""
@@ -234,7 +239,8 @@ class Model:
         self._out_specs = [(tuple(d["shape"]), np.dtype(DTYPES[d["dtype"]])) for d in self.outputs]
         # dynamic sizes: each read from its input's shape, set in the context before a run
         self.sizes = list(self.manifest.get("sizes") or [])
-        if self.sizes:
+        if self.sizes or hasattr(self.lib, f"{n}_set_sizes"):
+            self._check_sizes(mpath)
             self._set_sizes = getattr(self.lib, f"{n}_set_sizes")
             self._set_sizes.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
             self._shape_fns = [getattr(self.lib, f"{n}_{k}_shape") for k in ("input", "output")]
@@ -294,6 +300,25 @@ class Model:
         if rc:
             self._check(rc, "run")
         return outs
+
+    def _check_sizes(self, mpath: Path) -> None:
+        """RunError unless manifest.json's sizes are the library's own (<name>_sizes(): names and ranges), each
+        at a dim of an input."""
+        n = self.name
+        table, count = getattr(self.lib, f"{n}_sizes", None), getattr(self.lib, f"{n}_num_sizes", None)
+        lib_sizes = []
+        if table is not None and count is not None:
+            table.restype, count.restype = ctypes.POINTER(SizeDesc), ctypes.c_int
+            t = table()
+            lib_sizes = [(t[i].name.decode(), int(t[i].min), int(t[i].max)) for i in range(count())]
+        mine = [(z.get("name"), z.get("min"), z.get("max")) for z in self.sizes]
+        names = [d["name"] for d in self.inputs]
+        ok = (table is not None and mine == lib_sizes and len(self.sizes) == len(lib_sizes)
+              and all(z.get("input") in names and type(z.get("dim")) is int
+                      and 0 <= z["dim"] < len(self.inputs[names.index(z["input"])]["shape"]) for z in self.sizes))
+        if not ok:
+            raise RunError(f"{mpath}: manifest.json's sizes {mine} are not the library's {lib_sizes} (or name no "
+                           "input dim).\nWhat to try: compile and build again.")
 
     def reset_state(self) -> None:
         """Set the buffers the model updates from run to run (a KV cache: manifest.json "state") back to their
