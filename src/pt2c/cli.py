@@ -161,8 +161,9 @@ def _memory_line(mem: dict) -> str:
         dev = mem["device_bytes"]
         return (f"device {_fmt_bytes(dev)} ({dev} bytes, one allocation: weights, activations, I/O staging); "
                 f"activations {arena} bytes (lower bound {lb} bytes{ratio})")
+    state = f" + state {mem['state_bytes']} bytes" if mem.get("state_bytes") else ""
     return (f"workspace {_fmt_bytes(ws)} ({ws} bytes) = tensor arena {arena} bytes (lower bound {lb} bytes{ratio}) "
-            f"+ kernel scratch {scratch} bytes")
+            f"+ kernel scratch {scratch} bytes{state}")
 
 
 def _io_str(specs: list[dict]) -> str:
@@ -514,8 +515,14 @@ def inspect_cmd(
         io.add_column(col)
     for kind in ("inputs", "outputs"):
         for d in m[kind]:
-            io.add_row(kind[:-1], d["name"], d["dtype"], str(list(d["shape"])))
+            io.add_row(kind[:-1], d["name"], d["dtype"], f"[{', '.join(map(str, d['shape']))}]")
     console.print(io)
+    if m.get("sizes"):
+        say("sizes:   " + ", ".join(f"{z['name']} ({z['input']} dim {z['dim']}) {z['min']}..{z['max']}"
+                                    for z in m["sizes"]) + " (set at run time; memory planned for the largest)")
+    if m.get("state"):
+        say(f"state:   {len(m['state'])} buffer(s) the model updates from run to run, "
+            f"{_fmt_bytes(m['memory'].get('state_bytes', 0))} of the workspace")
     ops = Table(title="ops")
     ops.add_column("op")
     ops.add_column("count", justify="right")
