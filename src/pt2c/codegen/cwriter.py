@@ -28,8 +28,8 @@ from pt2c.codegen.dynamic import json_shape, sizes_header, sizes_source, state_h
 from pt2c.codegen.emitter import Emitter
 from pt2c.ir import Graph, Value, walk
 from pt2c.ops import OPS, concrete
-from pt2c.sym import hint, samples
 from pt2c.passes.memory import ALIGN, MemoryPlan
+from pt2c.sym import hint, samples
 from pt2c.targets import X86_LEVELS
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from pt2c.codegen.emitter import node_comment
 from pt2c.codegen.gpu import GpuEmitter, Launch, gpu_kernel_files, kernel_params, tensor_bytes
 from pt2c.codegen.gpu_runtime import cuda_source, opencl_source
 from pt2c.errors import InputError
-from pt2c.sym import DynamicSizeError
 from pt2c.ir import Graph, MemoryPlan, ctype, itemsize, walk
 from pt2c.ops import OPS
+from pt2c.sym import DynamicSizeError
 from pt2c.version import __version__
 
 DEVICE_ALIGN = 256  # bytes: every region of the device allocation (OpenCL's base-address alignment is <= 128)

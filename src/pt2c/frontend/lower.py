@@ -16,10 +16,10 @@ import numpy as np
 
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
-from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
 from pt2c.ops.elementwise import e_in
 from pt2c.ops.shape import make_strided, make_view
+from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 
 # Folding: a node whose tensor inputs are all constants is evaluated at compile time, whatever the size of
 # its result (standardised or normalised weights, merged LoRA updates, transposed or tied weights: computing

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import sint
 from pt2c.ir import Node, np_dtype
 from pt2c.ops.context import EmitCtx
 from pt2c.ops.registry import defop, eval_graph, need
+from pt2c.sym import sint
 
 
 def _run_block(node: Node, b: Any, env: dict[int, np.ndarray]) -> list[np.ndarray]:

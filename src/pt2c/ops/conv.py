@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, sint
 from pt2c.ir import DTYPES, Node, Origin, Value, VerifyError
 from pt2c.kernels import layout, scratch
 from pt2c.ops.context import EmitCtx, LowerCtx
@@ -23,6 +22,7 @@ from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
 from pt2c.ops.matmul import unpack_a, unpack_b
 from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import empty_output, prod
+from pt2c.sym import dynamic, sint
 
 
 # ---------------------------------------------------------------- conv2d

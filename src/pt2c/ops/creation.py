@@ -11,9 +11,9 @@ import numpy as np
 
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.sym import dynamic, is_sym
 from pt2c.ops.registry import arity, defop, is_size, lowers, need
 from pt2c.ops.util import lit
+from pt2c.sym import dynamic, is_sym
 
 FILL_AS_CONST_MAX_BYTES = 1 << 16
 

@@ -18,9 +18,9 @@ import numpy as np
 
 from pt2c.ir import DTYPES, Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
-from pt2c.sym import Sym
 from pt2c.ops.registry import broadcast, defop, ints, lowers, need, within, is_size
 from pt2c.ops.util import FLOATS, as_strided, broadcast_strides, contiguous_strides, lit
+from pt2c.sym import Sym
 
 Expr = tuple
 

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import dynamic, sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import cast_to, make_ew
 from pt2c.ops.registry import BACKWARD, INTS, UNSUPPORTED, arity, broadcast, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin, lit,
                            norm_dim, output_used, prod)
+from pt2c.sym import dynamic, sint
 
 
 # ---------------------------------------------------------------- gather along one axis

@@ -12,17 +12,17 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import sint
 from pt2c.ir import Node, Value
 from pt2c.kernels import layout
 from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
-from pt2c.ops.index import check_index
 from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
+from pt2c.ops.index import check_index
 from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, need, result, within, is_size
 from pt2c.ops.shape import make_strided
 from pt2c.ops.util import as_strided, contiguous_strides, prod
+from pt2c.sym import sint
 
 
 # ---------------------------------------------------------------- matmul

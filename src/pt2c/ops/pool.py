@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import sint
 from pt2c.ir import Node, Value
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.registry import BACKWARD, UNSUPPORTED, arity, defop, dtype_in, ints, lowers, need, result
 from pt2c.ops.util import empty_output, output_used, prod
+from pt2c.sym import sint
 
 
 # ---------------------------------------------------------------- pooling

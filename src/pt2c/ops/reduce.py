@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import sint
 from pt2c.ir import Node, Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
@@ -18,6 +17,7 @@ from pt2c.ops.registry import arity, broadcast, defop, dtype_in, ints, lowers, n
 from pt2c.ops.shape import make_strided
 from pt2c.ops.util import (FLOATS, broadcast_strides, close_loops, contiguous_strides, empty_output, index_loops, lin,
                            norm_dim, outer_inner, prod)
+from pt2c.sym import sint
 
 
 # ---------------------------------------------------------------- reductions over an [outer, r, inner] view

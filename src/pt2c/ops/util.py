@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pt2c.sym import Sym, prod
 from pt2c.ir import Value, ctype, np_dtype
 from pt2c.ops.context import EmitCtx, LowerCtx
+from pt2c.sym import Sym, prod
 
 FLOATS = ("float32", "float64")
 

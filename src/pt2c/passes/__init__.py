@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from pt2c.ir import Graph, MemoryPlan, Node, captured
+from pt2c.ir import Graph, MemoryPlan, Node, captured, clone
 from pt2c.ops import verify
 from pt2c.ops.control import own_inputs
 from pt2c.options import CompileOptions
@@ -19,12 +19,11 @@ from pt2c.passes.attention_views import fold_attention_views
 from pt2c.passes.fold import dce, fold_batchnorm, fuse_epilogues
 from pt2c.passes.fusion import fuse_elementwise, fuse_views
 from pt2c.passes.gathered import fuse_gathered_matmul
-from pt2c.ir import clone
-from pt2c.sym import DynamicSizeError
 from pt2c.passes.memory import materialize_outputs, plan_memory, write_state
 from pt2c.passes.pads import fold_pads
 from pt2c.passes.prepack import prepack
 from pt2c.passes.pwdw import fuse_pw_dw
+from pt2c.sym import DynamicSizeError
 
 Pass = Callable[[Graph], Graph]
 

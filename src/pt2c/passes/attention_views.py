@@ -15,9 +15,9 @@ maps query head h to kv head h // (H / Hkv) itself, so k and v are read with the
 
 from __future__ import annotations
 
-from pt2c.sym import DynamicSizeError
 from pt2c.ir import Graph, Node, Value
 from pt2c.ops.util import contiguous_strides
+from pt2c.sym import DynamicSizeError
 
 Layout = tuple[tuple[int, ...], tuple[int, ...], int]  # shape, element strides, element offset
 
