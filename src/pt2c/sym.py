@@ -11,6 +11,7 @@ compiler then reports the node and compiles the example's sizes (with a warning)
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,6 +56,12 @@ class Dims:
         """A sympy expression over this program's symbols as a size: an int when it is constant."""
         e = sympy.sympify(e)
         return int(e) if e.is_Integer else Sym(e, self)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(e: sympy.Expr, syms: tuple) -> Any:
+    """e as a Python function of syms (sizes are far below 2**53: float floors are exact)."""
+    return sympy.lambdify(syms, e, modules=[{"floor": lambda x: x // 1}, "math"])
 
 
 class Sym:
@@ -125,11 +132,19 @@ class Sym:
 
     # ------------------------------------------------------------ bounds and decisions
     def bounds(self) -> tuple[int, int]:
-        """(min, max) over the dims' ranges (sizes are monotone in each dim: the extremes are at the corners)."""
+        """(min, max) over the dims' ranges: at the corners of the box (sums and products of sizes, and floor
+        divisions of them, are monotone in each dim); an expression with a remainder at every point of a small
+        box, else undecided."""
         syms = sorted(self.e.free_symbols, key=str)
         by = self.dims.by_symbol()
-        vals = [int(self.e.subs({s: v for s, v in zip(syms, corner)}))
-                for corner in itertools.product(*[(by[s].lo, by[s].hi) for s in syms])]
+        if self.e.has(sympy.Mod):
+            points = itertools.product(*[range(by[s].lo, by[s].hi + 1) for s in syms])
+            if any(by[s].hi - by[s].lo > 4096 for s in syms) or len(syms) > 2:
+                raise self._undecided("the range of a remainder")
+        else:
+            points = itertools.product(*[(by[s].lo, by[s].hi) for s in syms])
+        f = _compiled(self.e, tuple(syms))
+        vals = [int(f(*p)) for p in points]
         return min(vals), max(vals)
 
     @property
@@ -190,7 +205,7 @@ class Sym:
         return r if r is NotImplemented else not r
 
     def __hash__(self) -> int:
-        return hash(self.e)
+        return hash(sympy.expand(self.e))  # (equal Syms: the same expanded expression)
 
     def __bool__(self) -> bool:
         return self != 0
