@@ -137,6 +137,18 @@ def test_static_and_fallback_compile_the_example_sizes(tmp_path, monkeypatch):
         warnings.simplefilter("always")
         art = pt2c.compile(_Sum(), tmp_path / "static", example_inputs=(torch.randn(3, 4), torch.randn(3)))
     assert art.manifest["specialized"] == [] and not [w for w in caught if "dynamic sizes" in str(w.message)]
+    # a bug of the dynamic path (here a TypeError planted in it) costs the dynamic sizes, not the compile
+    import pt2c.frontend.lower as lower
+
+    def bug(*a, **k):
+        raise TypeError("planted")
+
+    monkeypatch.setattr(lower.Lowering, "declare_dims", bug)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        art = pt2c.compile(_sum_program(), tmp_path / "out", force=True)
+    assert [str(w.message) for w in caught if "dynamic-size path failed (TypeError: planted" in str(w.message)]
+    assert len(art.manifest["specialized"]) == 2 and art.manifest["sizes"] == []
 
 
 def test_unbounded_dim_is_refused_with_what_to_try(tmp_path):

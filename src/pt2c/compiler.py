@@ -14,7 +14,7 @@ from typing import Any
 from pt2c.codegen.cwriter import Artifact, write_artifact
 from pt2c.codegen.gpu_host import write_gpu_artifact
 from pt2c.codegen.outdir import MAX_NAME_LEN, OutputFolder, check_name
-from pt2c.errors import OutputError
+from pt2c.errors import OutputError, Pt2cError
 from pt2c.frontend.load import decompose, load_program
 from pt2c.frontend.lower import lower
 from pt2c.ir import Graph
@@ -56,6 +56,18 @@ def lower_optimized(ep: Any, options: CompileOptions, progress: Callable[[str], 
     return optimize(g, options)
 
 
+def dynamic_failure(e: Exception) -> str:
+    """Why a dynamic compile fell back to the example's sizes: a size it needed static (DynamicSizeError), or a
+    bug of pt2c's dynamic path, reported in the warning.  An error of the program itself (an unsupported op,
+    a bad input) is raised: the example's sizes would meet it too."""
+    if isinstance(e, DynamicSizeError):
+        return str(e)
+    if isinstance(e, Pt2cError) or not isinstance(e, Exception):
+        raise e
+    return (f"pt2c's dynamic-size path failed ({type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+            "; please report it)")
+
+
 def warn_specialized(prov: dict, why: str, asked: bool = False) -> None:
     """The warning of a program compiled at the example's sizes though it declares dynamic ones."""
     if os.environ.get("PT2C_REQUIRE_DYNAMIC") and not asked:
@@ -79,8 +91,8 @@ def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOp
     if dynamic and prov["specialized"]:
         try:
             return lower_optimized(ep, options, progress), {**prov, "specialized": []}
-        except DynamicSizeError as e:
-            warn_specialized(prov, str(e))
+        except Exception as e:
+            warn_specialized(prov, dynamic_failure(e))
     elif prov["specialized"]:
         warn_specialized(prov, "static shapes were asked for", asked=True)
     g = lower_optimized(ep, options, progress, dynamic=False)
@@ -113,8 +125,8 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
             try:  # (ep is kept for a fallback to the example's sizes)
                 g = lower_optimized(ep, opts, progress)
                 art = _write(g, out, opts, {**prov, "specialized": []}, progress)
-            except DynamicSizeError as e:
-                warn_specialized(prov, str(e))
+            except Exception as e:
+                warn_specialized(prov, dynamic_failure(e))
                 for f in sorted(out.staging.rglob("*"), reverse=True):  # anything the dynamic attempt wrote
                     f.rmdir() if f.is_dir() else f.unlink()
         elif prov["specialized"]:
