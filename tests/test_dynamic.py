@@ -152,10 +152,17 @@ def test_static_and_fallback_compile_the_example_sizes(tmp_path, monkeypatch):
 
 
 def test_unbounded_dim_is_refused_with_what_to_try(tmp_path):
+    """An unbounded dim: refused (memory is planned for the largest sizes) unless pt2c is given a bound."""
     ep = export(_Sum(), (torch.randn(3, 4), torch.randn(3)), dynamic_shapes=({0: Dim("b")}, {0: Dim("b")}))
-    with pytest.raises(InputError, match=r"(?s)input .x. dim 0 is dynamic .* no upper bound.*max=N"):
+    with pytest.raises(InputError, match=r"(?s)input .x. dim 0 is dynamic .* no upper bound.*max=N.*--max x:0=N"):
         pt2c.compile(ep, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+    for bound, want in (({"x:0": 100}, 100), (50, 50)):
+        art = pt2c.compile(ep, tmp_path / "out", force=True, max_sizes=bound)
+        assert [(z["min"], z["max"]) for z in art.manifest["sizes"]] == [(1, want)]
+    for bad in ({"x": 100}, {"x:0": 0}, ["x:0=big"], {"x:0": 2}):  # (2: below the example's 3)
+        with pytest.raises(InputError):
+            pt2c.compile(ep, tmp_path / "bad", max_sizes=bad)
 
 
 # family -> per input {dim: (name, min, max)}, the sizes checked per name (min, an odd one, max)

@@ -19,7 +19,7 @@ def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, ex
             name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
             command: str = "", freestanding: bool = False, winograd: bool | None = None,
             force: bool = False, kernels: Any = None, decompose: Any = (),
-            progress: Any = None, static: bool = False) -> Artifact:
+            progress: Any = None, static: bool = False, max_sizes: Any = None) -> Artifact:
     """Compile an ExportedProgram, a .pt2 path, or an nn.Module (+ example_inputs, and example_kwargs: keyword
     arguments such as ``use_cache=False``; Python values are fixed at export) to C in out_dir.
 
@@ -44,14 +44,16 @@ def compile(model: Any, out_dir: Any, *, example_inputs: tuple | None = None, ex
     "optimizing", "planning memory", "writing"; `pt2c compile` shows them).
     static: compile the sizes the export declared dynamic (torch.export.Dim) at the example's sizes.  By
     default they stay dynamic: the C takes them at run time (<name>_set_sizes, docs/dynamic-shapes.md);
-    a part of pt2c that cannot handle a size dynamic makes the whole compile static, with a warning."""
+    a part of pt2c that cannot handle a size dynamic makes the whole compile static, with a warning.
+    max_sizes: upper bounds for dims the export left unbounded: N for every one, or {"input:dim": N}
+    (memory is planned for the largest sizes, so an unbounded dim is otherwise refused)."""
     from pt2c.compiler import compile_program
 
     return compile_program(model, out_dir, example_inputs=example_inputs, example_kwargs=example_kwargs,
                            target=target, name=name,
                            embed_weights=embed_weights, openmp=openmp, opt_level=opt_level, command=command,
                            freestanding=freestanding, winograd=winograd, force=force, kernels=kernels,
-                           decompose=decompose, progress=progress, static=static)
+                           decompose=decompose, progress=progress, static=static, max_sizes=max_sizes)
 
 
 def load(out_dir: Any, lib: Any = None, threads: int | None = None) -> Model:

@@ -167,7 +167,7 @@ def _memory_line(mem: dict) -> str:
 
 
 def _io_str(specs: list[dict]) -> str:
-    return ", ".join(f"{d['name']}: {d['dtype']}[{', '.join(map(str, d['shape']))}]" for d in specs)
+    return ", ".join(_escape(f"{d['name']}: {d['dtype']}[{', '.join(map(str, d['shape']))}]") for d in specs)
 
 
 # ---------------------------------------------------------------------------- compile
@@ -201,6 +201,9 @@ def compile_cmd(
     static: Annotated[bool, typer.Option("--static", help="compile the sizes the export declared dynamic at the "
                                          "example's sizes (default: sizes given at run time, within the "
                                          "export's ranges; docs/dynamic-shapes.md)")] = False,
+    max_: Annotated[Optional[List[str]], typer.Option("--max", help="upper bound for a dynamic dim the export left "
+                                                      "unbounded: INPUT:DIM=N (ids:1=512), or N for every such "
+                                                      "dim; repeatable")] = None,
 ) -> None:
     """Compile a .pt2 program to C99 source + build files in OUT.
 
@@ -234,6 +237,8 @@ def compile_cmd(
         cmd += ["--decompose", d]
     if static:
         cmd.append("--static")
+    for m_ in max_ or ():
+        cmd += ["--max", m_]
     cmd += ["-O", str(opt_level)]
     with warnings.catch_warnings(record=True) as caught, console.status(f"compiling {model} ...") as status:
         warnings.simplefilter("always", UserWarning)
@@ -242,6 +247,7 @@ def compile_cmd(
                            openmp=not no_openmp, opt_level=opt_level, command=_recorded_command(model, *cmd),
                            freestanding=freestanding, winograd=False if no_winograd else None, force=force,
                            kernels=[str(k) for k in kernels or ()], decompose=list(decompose or ()), static=static,
+                           max_sizes=list(max_) if max_ else None,
                            progress=lambda s: status.update(f"compiling {model}: {s} ... "
                                                             f"({time.perf_counter() - t0:.0f} s)"))
     for w in caught:
@@ -515,7 +521,7 @@ def inspect_cmd(
         io.add_column(col)
     for kind in ("inputs", "outputs"):
         for d in m[kind]:
-            io.add_row(kind[:-1], d["name"], d["dtype"], f"[{', '.join(map(str, d['shape']))}]")
+            io.add_row(kind[:-1], d["name"], d["dtype"], _escape(f"[{', '.join(map(str, d['shape']))}]"))
     console.print(io)
     if m.get("sizes"):
         say("sizes:   " + ", ".join(f"{z['name']} ({z['input']} dim {z['dim']}) {z['min']}..{z['max']}"

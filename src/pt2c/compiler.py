@@ -51,7 +51,7 @@ def lower_optimized(ep: Any, options: CompileOptions, progress: Callable[[str], 
     they are compiled at the example's sizes)."""
     step = progress or (lambda s: None)
     step("lowering")
-    g = lower(ep, options.name, {k.function: k for k in options.kernels}, dynamic=dynamic)
+    g = lower(ep, options.name, {k.function: k for k in options.kernels}, dynamic=dynamic, max_sizes=options.max_sizes)
     step("optimizing")
     return optimize(g, options)
 
@@ -107,7 +107,8 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
                     name: str | None = None, embed_weights: bool = False, openmp: bool = True, opt_level: int = 1,
                     command: str = "", freestanding: bool = False, winograd: bool | None = None,
                     force: bool = False, kernels: Any = None, decompose: Any = (),
-                    progress: Callable[[str], None] | None = None, static: bool = False) -> Artifact:
+                    progress: Callable[[str], None] | None = None, static: bool = False,
+                    max_sizes: Any = None) -> Artifact:
     """out_dir: a new folder, an empty one, or one pt2c wrote before (else OutputError, checked before the
     compile starts; force=True writes into any folder, replacing only files of the names pt2c writes).
     The artifact is written into a staging folder and moved into place at the end: whatever fails,
@@ -116,7 +117,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
     # then the name (ModelNameError, a ValueError)
     opts = CompileOptions.resolve(target=target, embed_weights=embed_weights, openmp=openmp, opt_level=opt_level,
                                   command=command, freestanding=freestanding, winograd=winograd, force=force,
-                                  kernels=kernels, decompose=decompose)
+                                  kernels=kernels, decompose=decompose, max_sizes=max_sizes)
     opts = replace(opts, name=check_name(name) if name else default_name(model))
     with OutputFolder(out_dir, force=opts.force) as out:  # OutputError now, before the slow part
         ep, prov = load(model, example_inputs, opts, example_kwargs, progress)

@@ -9,8 +9,11 @@ freestanding, command).  Nothing travels in `Graph.meta`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from pt2c.errors import InputError
 
 from pt2c.targets import Target, get_targets
 
@@ -34,6 +37,8 @@ class CompileOptions:
     command: str = ""  # the command line recorded in <name>.c's header
     kernels: tuple[Any, ...] = ()  # users' C kernels for custom ops (custom.KernelSpec), later ones win
     decompose: tuple[str, ...] = ()  # custom ops to replace by their Python implementation ("ns::op")
+    # upper bounds for dims the export left unbounded: (("ids:1", 512), ("*", 64)): "input:dim", or "*" for all
+    max_sizes: tuple[tuple[str, int], ...] = ()
 
     @property
     def target(self) -> Target:
@@ -54,7 +59,7 @@ class CompileOptions:
     def resolve(cls, *, target: str | Target = "generic", name: str = "model", embed_weights: bool = False,
                 openmp: bool = True, opt_level: int = 1, command: str = "", freestanding: bool = False,
                 winograd: bool | None = None, force: bool = False, kernels: Any = None,
-                decompose: Any = ()) -> CompileOptions:
+                decompose: Any = (), max_sizes: Any = None) -> CompileOptions:
         """The options of a `pt2c.compile(...)` call: the target spec parsed (several x86-64 levels: one
         code path each, chosen at init), and what freestanding implies."""
         targets = tuple(get_targets(target))
@@ -71,4 +76,24 @@ class CompileOptions:
         from pt2c.custom import resolve_kernels
 
         return cls(targets, name, opt_level, winograd, embed_weights, openmp, freestanding, force, command,
-                   tuple(resolve_kernels(kernels).values()), tuple(decompose))
+                   tuple(resolve_kernels(kernels).values()), tuple(decompose), parse_max_sizes(max_sizes))
+
+
+def parse_max_sizes(spec: Any) -> tuple[tuple[str, int], ...]:
+    """Upper bounds for unbounded dynamic dims: an int (every one), a dict {"input:dim" or "*": int}, or CLI
+    strings ["ids:1=512", "64"].  InputError for anything else."""
+    if spec is None:
+        return ()
+    items = [("*", spec)] if isinstance(spec, int) else list(spec.items()) if isinstance(spec, dict) else [
+        tuple(x.split("=", 1)) if "=" in str(x) else ("*", x) for x in spec]
+    out = []
+    for key, n in items:
+        try:
+            n = int(n)
+        except (TypeError, ValueError):
+            n = 0
+        if n < 1 or not (key == "*" or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*:[0-9]+", str(key))):
+            raise InputError(f"max size {key!r}={n!r}: give INPUT:DIM=N (e.g. ids:1=512) or N for every unbounded "
+                             "dim, N >= 1")
+        out.append((str(key), n))
+    return tuple(out)

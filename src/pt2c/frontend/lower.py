@@ -183,8 +183,10 @@ class _LoweringFailed(Exception):
 
 
 class Lowering:
-    def __init__(self, ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True):
+    def __init__(self, ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True,
+                 max_sizes: tuple[tuple[str, int], ...] = ()):
         self.ep = ep
+        self.max_sizes = dict(max_sizes)  # bounds for dims the export left unbounded ("input:dim" or "*")
         # the export's dynamic dims: symbolic sizes (dynamic), or compiled at the example's sizes
         self.dynamic = dynamic
         self.dims = Dims()
@@ -243,11 +245,16 @@ class Lowering:
                 where = f"input '{node.name}' dim {d}"
                 lo, hi = (int(r.lower), r.upper) if r is not None else (0, None)
                 if hi is None or not str(hi).lstrip("-").isdigit():
-                    raise InputError(
-                        f"{where} is dynamic ({sym}) with no upper bound; pt2c plans memory for the largest sizes.\n"
-                        f"What to try: bound it at export (torch.export.Dim(name, min={max(lo, 1)}, max=N)).")
+                    hi = self.max_sizes.get(f"{node.name}:{d}", self.max_sizes.get("*"))
+                    if hi is None:
+                        raise InputError(
+                            f"{where} is dynamic ({sym}) with no upper bound; pt2c plans memory for the largest "
+                            f"sizes.\nWhat to try: bound it at export (torch.export.Dim(name, min={max(lo, 1)}, "
+                            f"max=N)), or give one to pt2c (--max {node.name}:{d}=N, or --max N for every dim).")
+                    if hi < max(lo, int(n.node.hint)):
+                        raise InputError(f"--max {node.name}:{d}={hi} is below the example's size {n.node.hint}")
                 cname = self.unique(f"{c_name(node.name)}_size{d}")
-                self.dims.dims.append(Dim(sym, cname, max(lo, 0), int(hi), int(n.node.hint), node.name, d))
+                self.dims.dims.append(Dim(sym, cname, max(lo, 1), int(hi), int(n.node.hint), node.name, d))  # (no empty tensors)
 
     def new_value(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
         return Value(self.unique(name), shape, dtype)
@@ -699,5 +706,6 @@ def torch_sympy(e: Any, dims: Dims) -> Any:
     return conv(e)
 
 
-def lower(ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True) -> Graph:
-    return Lowering(ep, name, kernels, dynamic).run()
+def lower(ep: Any, name: str, kernels: dict[str, Any] | None = None, dynamic: bool = True,
+          max_sizes: tuple[tuple[str, int], ...] = ()) -> Graph:
+    return Lowering(ep, name, kernels, dynamic, max_sizes).run()
