@@ -84,6 +84,15 @@ def test_dynamic_artifact_c_api_and_runner(tmp_path):
     for n in (1, 3, 17, 64, 2):
         x, y = np.random.randn(n, 4).astype(np.float32), np.random.randn(n).astype(np.float32)
         np.testing.assert_allclose(m.run([x, y])[0], x.sum(1) + y, rtol=1e-5, atol=1e-5)
+    # threads running different sizes through one Model take turns: each call's sizes, shapes and run together
+    from concurrent.futures import ThreadPoolExecutor
+
+    def call(n: int) -> bool:
+        x, y = np.full((n, 4), 1.0, np.float32), np.full(n, float(n), np.float32)
+        return bool(np.array_equal(m.run([x, y])[0], x.sum(1) + y))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, [1 + (7 * i) % 64 for i in range(64)]))
     with pytest.raises(RunError, match=r"x dim 0 is 65, the model takes 1..64"):
         m.run([np.zeros((65, 4), np.float32), np.zeros(65, np.float32)])
     with pytest.raises(RunError, match=r"input 'y': expected shape \(5,\), got \(4,\)"):

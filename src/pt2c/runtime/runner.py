@@ -223,7 +223,7 @@ class Model:
             last.restype, last.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
             self._last_error = lambda: last(self._ctx).decode(errors="replace")
         self._check(rc, "init")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (re-entered by a dynamic model's run: sizes, shapes and call together)
         isa = getattr(self.lib, f"{n}_isa")
         isa.restype, isa.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
         #: the instruction-set code path init chose ("x86_64-v3", ...; multi-versioned builds pick per CPU)
@@ -284,7 +284,12 @@ class Model:
             raise RunError(f"{self.name} takes {len(self.inputs)} input(s) "
                            f"({', '.join(d['name'] for d in self.inputs)}), got {len(inputs)}")
         if self.sizes:
-            self._resize(inputs)
+            with self._lock:  # the sizes set, the shapes read and the call made under one hold of the lock
+                self._resize(inputs)
+                return self._run(inputs)
+        return self._run(inputs)
+
+    def _run(self, inputs: list[Any]) -> list[np.ndarray]:
         arrays = []
         for i, (x, (shape, dtype)) in enumerate(zip(inputs, self._in_specs)):
             if not (type(x) is np.ndarray and x.dtype == dtype and x.shape == shape and x.flags.c_contiguous):
