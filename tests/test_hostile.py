@@ -682,7 +682,7 @@ def test_internal_errors_are_one_message(base_pt2: Path, tmp_path: Path, monkeyp
     def boom(*a, **k):
         raise ZeroDivisionError("a bug\nwith a second line")
 
-    monkeypatch.setattr(pt2c.compiler, "lower_optimized", boom)
+    monkeypatch.setattr(pt2c.compiler, "lower_program", boom)
     r = cli(compile_argv(base_pt2, tmp_path))
     assert r.code == 3 and "internal error: ZeroDivisionError: a bug" in r.output and "second line" not in r.output
     assert not (tmp_path / "out").exists()

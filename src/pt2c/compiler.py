@@ -45,14 +45,19 @@ def load(model: Any, example_inputs: tuple | None = None, options: CompileOption
     return decompose(ep, (options or CompileOptions()).decompose), prov
 
 
-def lower_optimized(ep: Any, options: CompileOptions, progress: Callable[[str], None] | None = None,
-                    dynamic: bool = True) -> Graph:
-    """The optimized graph of a decomposed program.  dynamic: the export's dynamic dims stay symbolic (else
-    they are compiled at the example's sizes)."""
-    step = progress or (lambda s: None)
-    step("lowering")
-    g = lower(ep, options.name, {k.function: k for k in options.kernels}, dynamic=dynamic, max_sizes=options.max_sizes)
-    step("optimizing")
+def lower_program(ep: Any, options: CompileOptions, progress: Callable[[str], None] | None = None,
+                  dynamic: bool = True) -> Graph:
+    """The IR of a decomposed program.  dynamic: the export's dynamic dims stay symbolic (else they are
+    compiled at the example's sizes)."""
+    if progress:
+        progress("lowering")
+    return lower(ep, options.name, {k.function: k for k in options.kernels}, dynamic=dynamic,
+                 max_sizes=options.max_sizes)
+
+
+def optimized(g: Graph, options: CompileOptions, progress: Callable[[str], None] | None = None) -> Graph:
+    if progress:
+        progress("optimizing")
     return optimize(g, options)
 
 
@@ -89,17 +94,17 @@ def to_graph(model: Any, example_inputs: tuple | None = None, options: CompileOp
     options = options or CompileOptions()
     ep, prov = load(model, example_inputs, options, example_kwargs, progress)
     if dynamic and prov["specialized"]:
-        try:
-            return lower_optimized(ep, options, progress), {**prov, "specialized": []}
+        try:  # (ep is kept for a fallback to the example's sizes)
+            return optimized(lower_program(ep, options, progress), options, progress), {**prov, "specialized": []}
         except Exception as e:
             warn_specialized(prov, dynamic_failure(e))
     elif prov["specialized"]:
         warn_specialized(prov, "static shapes were asked for", asked=True)
-    g = lower_optimized(ep, options, progress, dynamic=False)
+    g = lower_program(ep, options, progress, dynamic=False)
     # the program's own tensors are no longer needed: those the graph uses are its constants now, and a weight
     # lowered to a new array (transposed, folded) frees its original here instead of staying resident
     del ep
-    return g, prov
+    return optimized(g, options, progress), prov
 
 
 def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = None,
@@ -124,7 +129,7 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
         art = None
         if prov["specialized"] and not static:
             try:  # (ep is kept for a fallback to the example's sizes)
-                g = lower_optimized(ep, opts, progress)
+                g = optimized(lower_program(ep, opts, progress), opts, progress)
                 art = _write(g, out, opts, {**prov, "specialized": []}, progress)
             except Exception as e:
                 warn_specialized(prov, dynamic_failure(e))
@@ -133,9 +138,9 @@ def compile_program(model: Any, out_dir: Any, *, example_inputs: tuple | None = 
         elif prov["specialized"]:
             warn_specialized(prov, "static shapes were asked for (--static)", asked=True)
         if art is None:
-            g = lower_optimized(ep, opts, progress, dynamic=False)
+            g = lower_program(ep, opts, progress, dynamic=False)
             del ep  # (see to_graph)
-            art = _write(g, out, opts, prov, progress)
+            art = _write(optimized(g, opts, progress), out, opts, prov, progress)
         out.commit()
     art.out_dir = Path(out_dir)
     return art
