@@ -77,7 +77,8 @@ def test_dynamic_artifact_c_api_and_runner(tmp_path):
     for src in (ep, tmp_path / "dyn.pt2"):
         art = pt2c.compile(src, tmp_path / "out", force=True)
         assert art.manifest["specialized"] == []
-        assert art.manifest["sizes"] == [{"name": "x_size0", "input": "x", "dim": 0, "min": 1, "max": 64, "example": 3}]
+        assert art.manifest["sizes"] == [{"name": "x_size0", "input": "x", "dim": 0, "scale": 1, "offset": 0, "min": 1,
+                                          "max": 64, "example": 3}]
         assert [d["shape"] for d in art.manifest["inputs"]] == [["x_size0", 4], ["x_size0"]]
     pt2c.build(tmp_path / "out")
     m = pt2c.load(tmp_path / "out")
@@ -223,6 +224,27 @@ def test_family_dynamic_matches_eager_at_each_size(family, tmp_path):
         assert out.shape == ref.shape, case
         err = float(np.abs(out - ref).max()) / max(1.0, float(np.abs(ref).max()))
         assert err < TOL, (case, err)
+
+
+def test_derived_dim_dynamic_image_size(tmp_path):
+    """An image size the export derives (h = 32 * k, no input holding k itself) and a dynamic batch: k is read
+    from the input's dim; a CNN checked against eager at several sizes, a size that is no multiple refused."""
+    model, _ = zoo.resnet18("tiny")
+    k = Dim("k", min=1, max=4)
+    ep = export(model, (torch.randn(2, 3, 64, 64),), dynamic_shapes=({0: Dim("b", min=1, max=4), 2: 32 * k, 3: 32 * k},))
+    art = pt2c.compile(ep, tmp_path / "out")
+    z = art.manifest["sizes"][1]
+    assert (z["input"], z["dim"], z["scale"], z["offset"], z["max"]) == ("x", 2, 32, 0, 4)
+    assert art.manifest["inputs"][0]["shape"][2] == f"32 * {z['name']}"
+    pt2c.build(tmp_path / "out")
+    m = pt2c.load(tmp_path / "out")
+    for b, n in ((1, z["min"]), (3, 3), (2, 4)):
+        x = torch.randn(b, 3, 32 * n, 32 * n)
+        with torch.no_grad():
+            ref = model(x).numpy()
+        np.testing.assert_allclose(m.run([x.numpy()])[0], ref, rtol=1e-4, atol=1e-4)
+    with pytest.raises(RunError, match=r"dim 2 is 72; the model takes 32 \* n for n in"):
+        m.run([np.zeros((1, 3, 72, 72), np.float32)])
 
 
 def test_verify_checks_each_size(tmp_path):

@@ -32,12 +32,16 @@ class Dim:
     lo: int
     hi: int
     hint: int
-    input: str = ""  # the user input that has this size, at dim `dim`
+    input: str = ""  # the user input that has this size, at dim `dim`: scale * size + offset there
     dim: int = 0
+    scale: int = 1
+    offset: int = 0
 
     @property
     def where(self) -> str:
-        return f"input '{self.input}' dim {self.dim}"
+        derived = "" if (self.scale, self.offset) == (1, 0) else f" = {self.scale} * size" + (
+            f" + {self.offset}" if self.offset else "")
+        return f"input '{self.input}' dim {self.dim}{derived}"
 
 
 @dataclass(eq=False)

@@ -348,7 +348,9 @@ def write_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: CompileOp
         # dims the export declared dynamic, compiled at the example's size (pt2c compiles static shapes so far)
         "specialized": prov.get("specialized", []),
         # dims compiled dynamic: each size's C name, input dim, range and example (manifest shapes name them)
-        "sizes": [{"name": d.cname, "input": d.input, "dim": d.dim, "min": d.lo, "max": d.hi, "example": d.hint}
+        # (the input dim has scale * size + offset elements: 1 and 0 unless the export derived it, h = 32 * k)
+        "sizes": [{"name": d.cname, "input": d.input, "dim": d.dim, "scale": d.scale, "offset": d.offset,
+                   "min": d.lo, "max": d.hi, "example": d.hint}
                   for d in (g.meta["dims"].dims if g.meta.get("dims") else [])],
         # optimisations left out because they needed a dynamic size static (the code is right, maybe slower)
         "skipped_passes": g.meta.get("skipped_passes", {}),

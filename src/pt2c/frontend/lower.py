@@ -255,6 +255,25 @@ class Lowering:
                         raise InputError(f"--max {node.name}:{d}={hi} is below the example's size {n.node.hint}")
                 cname = self.unique(f"{c_name(node.name)}_size{d}")
                 self.dims.dims.append(Dim(sym, cname, max(lo, 1), int(hi), int(n.node.hint), node.name, d))  # (no empty tensors)
+        # a dim the export derived (h = 32 * k) where no input has k itself: k read from that dim, (size - b) / a
+        for node in placeholders:
+            for d, n in enumerate(getattr(node.meta.get("val"), "shape", ())):
+                if not isinstance(n, torch.SymInt) or len(n.node.expr.free_symbols) != 1:
+                    continue
+                sym = next(iter(n.node.expr.free_symbols))
+                if str(sym) in seen:
+                    continue
+                poly = n.node.expr.as_poly(sym)
+                if poly is None or poly.degree() != 1:
+                    continue
+                a, b = poly.all_coeffs()
+                r = ranges.get(str(sym))
+                if not (a.is_Integer and b.is_Integer and a > 0) or r is None or not str(r.upper).isdigit():
+                    continue  # (unbounded or unknown: the expression stays undefined, and the compile static)
+                seen.add(str(sym))
+                cname = self.unique(f"{c_name(node.name)}_size{d}_div{int(a)}" if b == 0 else f"{c_name(node.name)}_size{d}_base")
+                self.dims.dims.append(Dim(sym, cname, max(int(r.lower), 1), int(r.upper),
+                                          (int(n.node.hint) - int(b)) // int(a), node.name, d, int(a), int(b)))
 
     def new_value(self, name: str, shape: tuple[int, ...], dtype: str) -> Value:
         return Value(self.unique(name), shape, dtype)

@@ -38,6 +38,13 @@ class SizeDesc(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("where", ctypes.c_char_p), ("min", ctypes.c_int64), ("max", ctypes.c_int64)]
 
 
+def _takes(z: dict) -> str:
+    """The sizes a manifest size entry allows at its input dim: "1..64", or "32 * n for n in 2..4" (derived)."""
+    a, b = int(z.get("scale", 1)), int(z.get("offset", 0))
+    lo, hi = z["min"], z["max"]
+    return f"{lo}..{hi}" if (a, b) == (1, 0) else f"{a} * n{f' + {b}' if b else ''} for n in {lo}..{hi}"
+
+
 def library_io(lib: Any, name: str) -> tuple[list[dict], list[dict]]:
     """The I/O descriptors the library itself exports (<name>_inputs() / _outputs()): the source of
     truth for what its run function reads and writes."""
@@ -319,7 +326,8 @@ class Model:
         mine = [(z.get("name"), z.get("min"), z.get("max")) for z in self.sizes]
         names = [d["name"] for d in self.inputs]
         ok = (table is not None and mine == lib_sizes and len(self.sizes) == len(lib_sizes)
-              and all(z.get("input") in names and type(z.get("dim")) is int
+              and all(z.get("input") in names and type(z.get("dim")) is int and type(z.get("scale", 1)) is int
+                      and z.get("scale", 1) >= 1 and type(z.get("offset", 0)) is int
                       and 0 <= z["dim"] < len(self.inputs[names.index(z["input"])]["shape"]) for z in self.sizes))
         if not ok:
             raise RunError(f"{mpath}: manifest.json's sizes {mine} are not the library's {lib_sizes} (or name no "
@@ -340,11 +348,14 @@ class Model:
             shape = np.shape(inputs[i])
             if len(shape) <= d:
                 raise RunError(f"input '{z['input']}': expected rank {len(self.inputs[i]['shape'])}, got shape {shape}")
-            sizes.append(int(shape[d]))
+            a, b = int(z.get("scale", 1)), int(z.get("offset", 0))  # (a dim the export derived: a * size + b)
+            if a < 1 or (int(shape[d]) - b) % a:
+                raise RunError(f"input '{z['input']}' dim {d} is {shape[d]}; the model takes {_takes(z)}")
+            sizes.append((int(shape[d]) - b) // a)
         if tuple(sizes) == self._sizes_now:
             return
-        bad = [f"{z['input']} dim {z['dim']} is {s}, the model takes {z['min']}..{z['max']}"
-               for z, s in zip(self.sizes, sizes) if not z["min"] <= s <= z["max"]]
+        bad = [f"{z['input']} dim {z['dim']} is {int(z.get('scale', 1)) * s + int(z.get('offset', 0))}, the model "
+               f"takes {_takes(z)}" for z, s in zip(self.sizes, sizes) if not z["min"] <= s <= z["max"]]
         if bad:
             raise RunError(f"size out of the compiled range: {'; '.join(bad)}.\nWhat to try: compile with a wider range "
                            "(torch.export.Dim(..., min=, max=)).")
