@@ -27,6 +27,11 @@ DTYPES: dict[str, tuple[str, Any]] = {
     "int8": ("int8_t", np.int8),
     "uint8": ("uint8_t", np.uint8),
     "bool": ("uint8_t", np.bool_),
+    # reduced precision: storage only (the model's inputs and outputs); compute is float32 (see
+    # frontend/lower.py: REDUCED).  C has no 16-bit float type: the bits travel as uint16_t.  numpy
+    # has no bfloat16: its arrays hold the bits as uint16.
+    "bfloat16": ("uint16_t", np.uint16),
+    "float16": ("uint16_t", np.float16),
 }
 
 # dtype codes shared with the C API descriptor table and the Python runner

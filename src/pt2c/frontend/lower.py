@@ -17,7 +17,7 @@ import numpy as np
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
-from pt2c.ops.elementwise import e_in
+from pt2c.ops.elementwise import e_cast, e_fn, e_in
 from pt2c.ops.shape import make_strided, make_view
 from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 
@@ -28,6 +28,19 @@ from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 # repeat), larger than FOLD_MAX_BYTES and than its inputs, stays a run-time op.
 FOLD_MAX_BYTES = 1 << 20
 REPLICATING = ("expand", "repeat", "tile", "broadcast_to")
+# Reduced precision.  A bfloat16 / float16 model computes in float32: every op's result is rounded to the
+# model's dtype (an elementwise round, fused into its producer or consumers), as PyTorch's CPU kernels compute
+# a reduced-precision op in float32 and store its result rounded.  Inputs and outputs keep the reduced dtype;
+# weights become float32 (exact).  Ops that only move or select values (VALUE_PRESERVING) need no rounding.
+REDUCED_ROUND = {"bfloat16": "round_bf16", "float16": "round_f16"}
+VALUE_PRESERVING = {
+    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "squeeze", "unsqueeze",
+    "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "_to_copy", "cat", "stack", "split", "split_with_sizes",
+    "chunk", "unbind", "narrow", "flatten", "unflatten", "as_strided", "movedim", "diagonal", "unfold", "repeat", "roll",
+    "flip", "index", "index_select", "gather", "embedding", "max_pool2d_with_indices", "max_pool2d", "max_pool1d",
+    "relu", "neg", "abs", "max", "min", "amax", "amin", "maximum", "minimum", "topk", "sort", "pixel_shuffle",
+    "pixel_unshuffle", "channel_shuffle", "zeros_like", "empty_like", "copy", "sign",
+}
 NEVER_FOLD = ("rand", "normal", "bernoulli", "dropout", "uniform", "randint", "randperm", "multinomial")
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -57,11 +70,33 @@ def c_name(s: str) -> str:
     return s
 
 
-def torch_dtype(t: Any) -> str:
+def storage_dtype(t: Any) -> str:
+    """The pt2c dtype a tensor of torch dtype ``t`` is stored in (KeyError: none)."""
     name = str(t).replace("torch.", "")
     if name not in DTYPES:
         raise KeyError(name)
     return name
+
+
+def torch_dtype(t: Any) -> str:
+    """The pt2c dtype a tensor of torch dtype ``t`` is computed in: a bfloat16 / float16 tensor is a float32 Value
+    holding values of the reduced dtype (REDUCED_ROUND)."""
+    name = storage_dtype(t)
+    return "float32" if name in REDUCED_ROUND else name
+
+
+def _numpy(t: Any) -> np.ndarray:
+    """A (detached) torch tensor's data as the numpy array pt2c computes with (reduced dtypes: float32, exact)."""
+    t = t.detach().contiguous()
+    return (t.float() if str(t.dtype).replace("torch.", "") in REDUCED_ROUND else t).numpy()
+
+
+def _tensor_dtype(a: Any) -> str | None:
+    """The storage dtype of an FX node's tensor value, None for anything else."""
+    import torch
+
+    v = a.meta.get("val") if hasattr(a, "meta") else None
+    return str(v.dtype).replace("torch.", "") if isinstance(v, torch.Tensor) else None
 
 
 def _is_torch_frame(path: str) -> bool:
@@ -322,22 +357,25 @@ class Lowering:
                                          "inputs and Python numbers, bools and strings fixed at export (a symbolic "
                                          "size needs dynamic shapes, which pt2c does not support yet)")
                     try:
-                        dt = torch_dtype(val.dtype)
+                        dt = storage_dtype(val.dtype)
                     except KeyError:
                         raise InputError(f"input '{node.name}' has dtype {val.dtype}, which pt2c does not support") from None
                     v = self.new_value(node.name, self.shape(val.shape), dt)
                     inputs.append(v)
+                    if dt in REDUCED_ROUND:  # computed in float32 from here on
+                        f = self.new_value(f"{node.name}_f32", v.shape, "float32")
+                        self.nodes.append(Node("ew", [v], {"expr": e_cast(e_in(dt, 0), "float32")}, [f], origin_of(node)))
+                        v = f
                     self.env[node.name] = v
                 elif kind == "BUFFER" and spec.target in mutated:
                     # a buffer the program updates: state kept in the workspace from run to run
-                    init = self.const(state[spec.target].detach().contiguous().numpy(), spec.target + "_init")
+                    init = self.const(_numpy(state[spec.target]), spec.target + "_init")
                     v = self.new_value(spec.target, init.shape, init.dtype)
                     self.nodes.append(Node("state", [init], {"index": len(states)}, [v], origin_of(node)))
                     states.append(spec.target)
                     self.env[node.name] = v
                 else:
-                    t = state[spec.target].detach()
-                    self.env[node.name] = self.const(t.contiguous().numpy(), spec.target)  # dtypes: load.check_dtypes
+                    self.env[node.name] = self.const(_numpy(state[spec.target]), spec.target)  # dtypes: load.check_dtypes
             elif node.op == "call_function":
                 self.env[node.name] = self.lower_node(node)
             elif node.op == "output":
@@ -351,6 +389,11 @@ class Lowering:
             v = self.env.get(a.name) if hasattr(a, "name") else None
             if not isinstance(v, Value):
                 raise InputError(f"output {a} is not a tensor; only tensor outputs are supported")
+            dt = _tensor_dtype(a)
+            if dt in REDUCED_ROUND:  # the model's own dtype at the C API
+                r = self.new_value(f"{v.name}_{dt}", v.shape, dt)
+                self.nodes.append(Node("ew", [v], {"expr": e_cast(e_in(v.dtype, 0), dt)}, [r], origin_of(a)))
+                v = r
             outputs.append(v)
         if states:  # the buffers' new values: outputs until passes.finish turns them into state_write nodes
             g_state = [self.env.get(new_state[t].name) for t in states]
@@ -378,7 +421,9 @@ class Lowering:
                 if not isinstance(v, Value) or not v.is_const:
                     raise _NotConst
                 tensors.append(v)
-                return torch.from_numpy(np.array(v.data))
+                t = torch.from_numpy(np.array(v.data))
+                dt = _tensor_dtype(a)
+                return t.to(getattr(torch, dt)) if dt in REDUCED_ROUND else t
             if isinstance(a, (list, tuple)):
                 return type(a)(conv(x) for x in a)
             return a
@@ -407,7 +452,7 @@ class Lowering:
                     torch_dtype(r.dtype)
                 except KeyError:
                     return None
-                return self.const(r.detach().contiguous().numpy(), base)
+                return self.const(_numpy(r), base)
             if isinstance(r, (list, tuple)):
                 return tuple(wrap(x) for x in r)
             return None
@@ -459,7 +504,33 @@ class Lowering:
         except KeyError as e:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
-        return res
+        return self.round_reduced(node, res, origin)
+
+    def round_reduced(self, node: Any, res: Any, origin: Origin) -> Any:
+        """The results of a bfloat16 / float16 op rounded to its dtype (see REDUCED_ROUND)."""
+        import torch
+
+        val = node.meta.get("val")
+        vals = list(val) if isinstance(val, (list, tuple)) else [val]
+        dts = [str(v.dtype).replace("torch.", "") if isinstance(v, torch.Tensor) else None for v in vals]
+        if not any(d in REDUCED_ROUND for d in dts):
+            return res
+        floats = {d for a in node.all_input_nodes if (d := _tensor_dtype(a)) is not None
+                  and getattr(torch, d).is_floating_point}
+        if getattr(node.target, "_opname", None) in VALUE_PRESERVING and floats == {d for d in dts if d in REDUCED_ROUND}:
+            return res  # selects or moves values already rounded to the same dtype
+
+        def rnd(v: Any, dt: str | None) -> Any:
+            if not isinstance(v, Value) or dt not in REDUCED_ROUND or v.dtype != "float32":
+                return v
+            r = self.new_value(f"{v.name}_{REDUCED_ROUND[dt].removeprefix('round_')}", v.shape, "float32")
+            self.nodes.append(Node("ew", [v], {"expr": e_fn(REDUCED_ROUND[dt], "float32", e_in("float32", 0))}, [r],
+                                   origin))
+            return r
+
+        if isinstance(val, (list, tuple)) and isinstance(res, (list, tuple)):
+            return type(res)(rnd(v, d) for v, d in zip(res, dts))
+        return rnd(res, dts[0])
 
     # ------------------------------------------------------------ control flow
     def lower_block(self, gm: Any, bindings: list[Any], name: str, own_results: bool = True) -> Graph | None:
@@ -599,6 +670,15 @@ class Lowering:
                 f"custom op {schema} has no C kernel.\n      Give pt2c one: a file {function_name(qual)}.c "
                 f"defining\n        {prototype(qual)}\n      in a folder passed with --kernels DIR (or "
                 f"pt2c.register_kernel('{qual.removesuffix('.default')}', source=...)); see docs/custom-ops.md")))
+            return _Poison()
+        val = node.meta.get("val")
+        reduced = sorted({d for x in [*node.all_input_nodes, node] if (d := _tensor_dtype(x)) in REDUCED_ROUND}
+                         | {str(v.dtype).replace("torch.", "") for v in (val if isinstance(val, (list, tuple)) else [])
+                            if str(getattr(v, "dtype", "")).replace("torch.", "") in REDUCED_ROUND})
+        if reduced:
+            self.problems.append((target, origin.describe(), f"custom op kernels take float32, not {' / '.join(reduced)} "
+                                  "tensors.\n      What to try: call the op on float32 tensors (x.float()) and convert "
+                                  "its result back"))
             return _Poison()
         try:
             args = self.normalize(node)

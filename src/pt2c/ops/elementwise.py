@@ -66,6 +66,26 @@ def _c_rem(dt: str, a: list[str]) -> str:
     return f"pt2c_remainder_{ctype(dt)}({a[0]}, {a[1]})"
 
 
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), round to nearest even; NaN -> 0x7fc0 (torch's conversion)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(np.asarray(x, np.float32)), np.uint16(0x7FC0), r)
+
+
+def bf16_float(h: np.ndarray) -> np.ndarray:
+    """bfloat16 bits (uint16) -> float32."""
+    return (np.asarray(h, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def _np_round_bf16(x: np.ndarray) -> np.ndarray:
+    return bf16_float(bf16_bits(x))
+
+
+def _np_round_f16(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+
+
 def _np_floordiv(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.floor_divide(x, y)
 
@@ -151,6 +171,9 @@ FUNCS: dict[str, tuple[Callable[[str, list[str]], str], Callable[..., Any]]] = {
     "bitwise_xor": (lambda dt, a: f"({a[0]} ^ {a[1]})", np.bitwise_xor),
     "bitwise_not": (lambda dt, a: f"(!{a[0]})" if dt == "bool" else f"(~{a[0]})", lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)),
     "copy": (lambda dt, a: a[0], lambda x: x),
+    # a float32 result rounded to the reduced dtype a bfloat16 / float16 model stores it in
+    "round_bf16": (lambda dt, a: f"pt2c_round_bf16({a[0]})", _np_round_bf16),
+    "round_f16": (lambda dt, a: f"pt2c_round_f16({a[0]})", _np_round_f16),
 }
 
 # ops whose result dtype is bool whatever the operand (compute) dtype
@@ -158,6 +181,10 @@ PREDICATES = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and
 
 
 # ---------------------------------------------------------------- expression helpers
+
+# the reduced-precision storage dtypes -> the name in their C conversion helpers (kernels/ewise.h)
+REDUCED = {"bfloat16": "bf16", "float16": "f16"}
+
 
 def e_in(v_dtype: str, i: int) -> Expr:
     return ("in", v_dtype, i)
@@ -188,6 +215,10 @@ def expr_to_c(e: Expr, leaves: list[str]) -> str:
     if kind == "cast":
         inner = expr_to_c(e[2], leaves)
         src = e[2][1]
+        if dt in REDUCED:  # the model's bfloat16 / float16 storage (its outputs)
+            return f"pt2c_f32_to_{REDUCED[dt]}((float)({inner}))"
+        if src in REDUCED:
+            inner, src = f"pt2c_{REDUCED[src]}_to_f32({inner})", "float32"
         if dt == "bool":
             return f"({inner} != 0)"
         if src in FLOATS and dt not in FLOATS:
@@ -208,7 +239,12 @@ def expr_eval(e: Expr, arrays: list[np.ndarray]) -> np.ndarray:
     if kind == "lit":
         return np.asarray(e[2], dtype=np_dtype(dt))
     if kind == "cast":
-        return np.asarray(expr_eval(e[2], arrays)).astype(np_dtype(dt))
+        x = np.asarray(expr_eval(e[2], arrays))
+        if e[2][1] == "bfloat16":
+            x = bf16_float(x)
+        if dt == "bfloat16":
+            return bf16_bits(x.astype(np.float32))
+        return x.astype(np.float32).astype(np_dtype(dt)) if dt == "float16" else x.astype(np_dtype(dt))
     args = [expr_eval(a, arrays) for a in e[2:]]
     with np.errstate(all="ignore"):
         r = FUNCS[kind][1](*args)

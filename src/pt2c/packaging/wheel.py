@@ -75,7 +75,8 @@ with open(os.path.join(_HERE, "manifest.json"), encoding="utf-8") as _f:
 
 _NAME = "@name@"
 _DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
-           "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+           "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
+           "bfloat16": np.uint16, "float16": np.float16}  # bfloat16: uint16 arrays carry the bits
 _lib = None
 
 

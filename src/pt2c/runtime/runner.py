@@ -15,12 +15,14 @@ import numpy as np
 from pt2c.errors import Pt2cError
 
 DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32, "int16": np.int16,
-          "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+          "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
+          "bfloat16": np.uint16, "float16": np.float16}  # numpy has no bfloat16: uint16 arrays carry its bits
 
 
 ABI_VERSION = 3  # the C API this runner speaks (codegen/cwriter.py ABI_VERSION)
 # the C API's dtype codes (<NAME>_DTYPE_*, ir.DTYPE_CODES) -> manifest names
-DTYPE_BY_CODE = {0: "float32", 1: "float64", 2: "int64", 3: "int32", 4: "int16", 5: "int8", 6: "uint8", 7: "bool"}
+DTYPE_BY_CODE = {0: "float32", 1: "float64", 2: "int64", 3: "int32", 4: "int16", 5: "int8", 6: "uint8", 7: "bool",
+                 8: "bfloat16", 9: "float16"}
 
 
 class RunError(Pt2cError):
@@ -376,12 +378,18 @@ class Model:
     def _input(self, i: int, x: Any) -> np.ndarray:
         """Input i checked against the manifest and made a contiguous array, or a RunError."""
         d = self.inputs[i]
-        x = np.asarray(x)
+        try:
+            x = np.asarray(x)
+        except TypeError as e:  # a torch.bfloat16 tensor (numpy has no bfloat16)
+            raise RunError(f"input '{d['name']}': {e}; pass a {d['dtype']} input as a numpy array (bfloat16: "
+                           "its bits as uint16, t.view(torch.int16).numpy().view(np.uint16))") from None
         want = np.dtype(DTYPES[d["dtype"]])
         shape = self._in_specs[i][0]
         if tuple(x.shape) != tuple(shape):
             raise RunError(f"input '{d['name']}': expected shape {tuple(shape)}, got {tuple(x.shape)}")
         if x.dtype != want:
-            raise RunError(f"input '{d['name']}': expected dtype {d['dtype']}, got {x.dtype} "
-                           f"(convert with .astype(np.{want.name}))")
+            how = ("numpy has no bfloat16: pass its bits as uint16, pt2c.ops.elementwise.bf16_bits(x) from float32 "
+                   "or t.view(torch.int16).numpy().view(np.uint16) from torch" if d["dtype"] == "bfloat16"
+                   else f"convert with .astype(np.{want.name})")
+            raise RunError(f"input '{d['name']}': expected dtype {d['dtype']}, got {x.dtype} ({how})")
         return np.ascontiguousarray(x)

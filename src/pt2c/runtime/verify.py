@@ -12,6 +12,9 @@ Tolerance rule
   to the output's largest magnitude above that).  NaN/inf must appear at the
   same positions in both (same sign for inf).
 * integer and bool outputs must match exactly.
+* ``tol`` defaults to the output's dtype: 1e-4 for float32 / float64, and for a reduced-precision model
+  (eager in the same dtype as reference) REDUCED_TOL: each op's result is rounded to the dtype on both sides,
+  and an ulp rounded differently early in the model (operations summed in another order) carries on.
 
 ``max_rel_err`` in the report is ``max|out - ref| / max|ref|`` (the error
 relative to the output's scale, not an element-wise ratio, which is meaningless
@@ -93,7 +96,7 @@ class Timing:
 class VerifyReport:
     name: str
     target: str
-    tol: float
+    tol: float | None  # None: each output's dtype default (REDUCED_TOL, DEFAULT_TOL)
     input_source: str  # "given" | "example" | "random"
     outputs: list[OutputCheck] = field(default_factory=list)
     out_dir: Path | None = None  # None when compiled into a temporary folder (removed)
@@ -120,24 +123,45 @@ class VerifyReport:
 # --------------------------------------------------------------------------- comparison
 
 
-def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: float) -> OutputCheck:
+# float outputs' default tolerance by dtype (the module docstring's rule)
+REDUCED_TOL = {"bfloat16": 5e-2, "float16": 1e-2}
+DEFAULT_TOL = 1e-4
+
+
+def as_float(a: np.ndarray) -> np.ndarray:
+    """A reduced-precision array as float32 (uint16: bfloat16 bits); any other array unchanged."""
+    from pt2c.ops.elementwise import bf16_float
+
+    a = np.asarray(a)
+    return bf16_float(a) if a.dtype == np.uint16 else a.astype(np.float32) if a.dtype == np.float16 else a
+
+
+def dtype_name(a: np.ndarray) -> str:
+    return "bfloat16" if a.dtype == np.uint16 else str(a.dtype)
+
+
+def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: float | None = None) -> OutputCheck:
     """Compare one output with its reference under the module's tolerance rule."""
     out = np.asarray(out)
     ref = np.asarray(ref)
+    if tol is None:
+        tol = REDUCED_TOL.get(dtype_name(ref), DEFAULT_TOL)
+    out_dtype = dtype_name(out)
+    out, ref = as_float(out), as_float(ref)
     shape = tuple(int(s) for s in out.shape)
     if out.shape != ref.shape:
-        return OutputCheck(name, shape, str(out.dtype), float("inf"), float("inf"), float("nan"), 0.0, False,
+        return OutputCheck(name, shape, out_dtype, float("inf"), float("inf"), float("nan"), 0.0, False,
                            f"shape {shape} != reference shape {tuple(ref.shape)}")
     exact = not (np.issubdtype(ref.dtype, np.floating) or np.issubdtype(ref.dtype, np.complexfloating))
     if exact:
         if out.size == 0:
-            return OutputCheck(name, shape, str(out.dtype), 0.0, 0.0, 0.0, 0.0, True)
+            return OutputCheck(name, shape, out_dtype, 0.0, 0.0, 0.0, 0.0, True)
         diff = np.abs(out.astype(np.float64) - ref.astype(np.float64))
         err = float(diff.max())
         scale = float(np.abs(ref.astype(np.float64)).max())
         rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
         ok = bool(np.array_equal(out.astype(ref.dtype) if out.dtype != ref.dtype else out, ref))
-        return OutputCheck(name, shape, str(out.dtype), err, rel, scale, 0.0, ok)
+        return OutputCheck(name, shape, out_dtype, err, rel, scale, 0.0, ok)
 
     o = out.astype(np.float64)
     r = ref.astype(np.float64)
@@ -159,7 +183,7 @@ def compare(name: str, out: np.ndarray, ref: np.ndarray, tol: float) -> OutputCh
     if not ok_special:
         err = float("inf") if err == 0 else err
     passed = ok_special and err <= tol_abs
-    return OutputCheck(name, shape, str(out.dtype), err, rel, scale, tol_abs, passed, note)
+    return OutputCheck(name, shape, out_dtype, err, rel, scale, tol_abs, passed, note)
 
 
 # --------------------------------------------------------------------------- threads and timing
@@ -226,7 +250,11 @@ def random_inputs(specs: Sequence[dict], seed: int = 0) -> list[np.ndarray]:
     for d in specs:
         dt = _np_dtype(d["dtype"])
         shape = tuple(d["shape"])
-        if np.issubdtype(dt, np.floating):
+        if d["dtype"] == "bfloat16":
+            from pt2c.ops.elementwise import bf16_bits
+
+            arrays.append(bf16_bits(rng.standard_normal(shape).astype(np.float32)))
+        elif np.issubdtype(dt, np.floating):
             arrays.append(rng.standard_normal(shape).astype(dt))
         elif dt == np.bool_:
             arrays.append(np.ones(shape, dt))
@@ -245,7 +273,6 @@ def _user_input_specs(ep: Any) -> list[dict]:
     from pt2c.runtime.runner import DTYPES
 
     names = set(ep.graph_signature.user_inputs)
-    rev = {np.dtype(v): k for k, v in DTYPES.items()}
     specs = []
     for n in ep.graph.nodes:
         if n.op != "placeholder" or n.name not in names:
@@ -259,10 +286,10 @@ def _user_input_specs(ep: Any) -> list[dict]:
             shape = [int(s) for s in val.shape]
         except TypeError:
             raise InputError(f"input {n.name!r} has a dynamic shape; pass inputs explicitly") from None
-        npdt = torch.empty((), dtype=val.dtype).numpy().dtype
-        if npdt not in rev:
+        name = str(val.dtype).replace("torch.", "")
+        if name not in DTYPES:
             raise InputError(f"input {n.name!r} has dtype {val.dtype}, which pt2c does not support")
-        specs.append({"name": n.name, "shape": shape, "dtype": rev[npdt]})
+        specs.append({"name": n.name, "shape": shape, "dtype": name})
     return specs
 
 
@@ -274,7 +301,19 @@ def _tensor_leaves(obj: Any) -> list[Any]:
 
 
 def _to_numpy(t: Any) -> np.ndarray:
-    return t.detach().cpu().contiguous().numpy()
+    """A torch tensor's data; bfloat16 (which numpy lacks) as its bits in a uint16 array."""
+    import torch
+
+    t = t.detach().cpu().contiguous()
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
+
+
+def _to_torch(a: np.ndarray) -> Any:
+    """_to_numpy's inverse (a copy): a uint16 array is bfloat16 bits."""
+    import torch
+
+    a = np.array(a)
+    return torch.from_numpy(a.view(np.int16)).view(torch.bfloat16) if a.dtype == np.uint16 else torch.from_numpy(a)
 
 
 # --------------------------------------------------------------------------- the standalone driver (on the target)
@@ -443,7 +482,7 @@ def run_driver(exe: Any, out_dir: Any, arrays: Sequence[np.ndarray], *, launcher
 
 
 def _compare_all(report: VerifyReport, onames: list[str], outs: list[np.ndarray], refs: list[np.ndarray],
-                 tol: float) -> None:
+                 tol: float | None) -> None:
     for i, name_i in enumerate(onames):
         if i >= len(refs):
             report.outputs.append(OutputCheck(name_i, tuple(outs[i].shape), str(outs[i].dtype), float("inf"),
@@ -506,7 +545,7 @@ def resized(arrays: list[np.ndarray], shapes: list[list], case: dict[str, int]) 
     return out
 
 
-def _check_sizes(report: VerifyReport, model: Any, eager: Any, arrays: list[np.ndarray], tol: float) -> None:
+def _check_sizes(report: VerifyReport, model: Any, eager: Any, arrays: list[np.ndarray], tol: float | None) -> None:
     """A dynamic model checked against eager at other sizes (size_cases): one OutputCheck per output and case,
     named output@size=value."""
     import torch
@@ -514,14 +553,14 @@ def _check_sizes(report: VerifyReport, model: Any, eager: Any, arrays: list[np.n
     for case in size_cases(model.sizes):
         xs = resized(arrays, [d["shape"] for d in model.manifest["inputs"]], case)
         with torch.inference_mode():
-            refs = [_to_numpy(t) for t in _tensor_leaves(eager(*[torch.from_numpy(x.copy()) for x in xs]))]
+            refs = [_to_numpy(t) for t in _tensor_leaves(eager(*[_to_torch(x) for x in xs]))]
         outs = model.run(xs)
         tag = ",".join(f"{k}={v}" for k, v in case.items())
         _compare_all(report, [f"{d['name']}@{tag}" for d in model.outputs], outs, refs, tol)
 
 
 def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray], arrays: list[np.ndarray],
-                      source: str, tol: float, temporary: bool, compile_s: float, cc: str, cflags: str | None,
+                      source: str, tol: float | None, temporary: bool, compile_s: float, cc: str, cflags: str | None,
                       launcher: str | None, time_it: bool, runs: int, step: Callable[[str], None], eager: Any,
                       args: tuple, kwargs: dict) -> VerifyReport:
     step("build")
@@ -544,7 +583,7 @@ def _verify_on_target(work: Path, art: Any, target: str, refs: list[np.ndarray],
 def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None, example_kwargs: dict | None = None,
            inputs: Sequence[Any] | None = None,
            target: str = "native", cc: str | None = None, cflags: str | None = None, openmp: bool = True, seed: int = 0,
-           tol: float = 1e-4, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
+           tol: float | None = None, name: str | None = None, opt_level: int = 1, time_it: bool = False, runs: int = 20,
            threads: int | Sequence[int] = 1, command: str = "",
            progress: Callable[[str], None] | None = None, launcher: str | None = None,
            on_target: bool | None = None, force: bool = False, kernels: Any = None,
@@ -559,8 +598,8 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
              (see ``pt2c.compile``).
     inputs:  numpy arrays in the model's input order (or a dict by input name);
              default: the program's example inputs, else seeded random arrays.
-    tol:     float outputs pass when max|out-ref| <= tol * max(1, max|ref|);
-             integer/bool outputs must match exactly.
+    tol:     float outputs pass when max|out-ref| <= tol * max(1, max|ref|); default: by the output's
+             dtype (1e-4; bfloat16 5e-2, float16 1e-2).  Integer/bool outputs must match exactly.
     time_it: also time the library and eager (median of ``runs`` runs) at each
              thread count in ``threads`` (default 1), filling ``report.timings``.
     progress: called with a step name ("load", "compile", "build", "run",
@@ -615,7 +654,7 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
                 raise InputError(f"missing input(s) {missing}; the model takes {[s['name'] for s in specs]}")
             inputs = [inputs[s["name"]] for s in specs]
         arrays = [np.ascontiguousarray(np.asarray(a)) for a in inputs]
-        args: tuple = tuple(torch.from_numpy(a.copy()) for a in arrays)
+        args: tuple = tuple(_to_torch(a) for a in arrays)
         source = "given"
     else:
         ex = example_inputs
@@ -633,7 +672,7 @@ def verify(src: Any, out_dir: Any = None, *, example_inputs: tuple | None = None
             if ep is None:
                 raise InputError("an nn.Module needs example_inputs (or inputs) to be exported and verified")
             arrays = random_inputs(_user_input_specs(ep), seed)
-            args = tuple(torch.from_numpy(a.copy()) for a in arrays)
+            args = tuple(_to_torch(a) for a in arrays)
             source = "random"
 
     # -- reference first (compiling decomposes the program; keep eager independent of that)
