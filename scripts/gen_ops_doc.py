@@ -36,10 +36,13 @@ print("Random ops (`rand`, `randn`, `bernoulli`, dropout in training mode, ...) 
 print("Dtypes: float32 compute everywhere; elementwise, shape, creation and reduction ops also "
       "handle int64/int32/int16/int8/uint8/bool/float64 with PyTorch's type promotion. Matrix "
       "products, convolution, norms, pooling and attention are float32 only, softmax float32 and float64 "
-      "(other dtypes are a clear compile-time error). Anything not listed is reported as unsupported at compile "
-      "time, all at once, with node, module path and source line. A program holding float16, bfloat16, complex "
-      "or float8 tensors is refused at load time with one error listing every input, weight and node of "
-      "those dtypes.\n")
+      "(other dtypes are a clear compile-time error). **bfloat16 and float16**: every op listed, on CPU targets: "
+      "computed in float32 with each op's result rounded to the model's dtype, as PyTorch's CPU kernels do, "
+      "inputs and outputs in the reduced dtype (docs/reduced-precision.md); not for custom ops' C kernels and "
+      "not on the GPU backends (a compile-time error each). Anything not listed is reported as unsupported "
+      "at compile time, all at once, with node, module path and source line. A program holding complex or "
+      "float8 tensors, or quantized ones, is refused at load time with one error listing every input, weight "
+      "and node of those dtypes.\n")
 print("Indices follow PyTorch eager: a negative index is an error (`<NAME>_ERR_INDEX` at run time, a "
       "compile-time error if the index is a constant) for `embedding`, `index_select`, `gather`, `scatter` / "
       "`scatter_add` / `scatter_reduce`, `index_add` and `index_copy`, where PyTorch raises, and counts from "

@@ -396,8 +396,8 @@ CASES: list[Case] = [
     pt2_case("zip bomb in model.json", r"zip bomb", replace={MJ: b" " * (64 << 20)}, deflate={MJ}),
     Case("shape expression contradicts its hint", lambda b, w, c: compile_argv(_contradicting_hint(w), w),
          r"does not evaluate to integers"),
-    Case("float16 program", lambda b, w, c: compile_argv(_fp16(w), w), r"unsupported dtype float16 in 4 places"),
-    Case("float16 program (verify)", lambda b, w, c: ["verify", _fp16(w)], r"unsupported dtype float16"),
+    Case("float8 program", lambda b, w, c: compile_argv(_fp8(w), w), r"unsupported dtype float8_e4m3fn in 1 place"),
+    Case("float8 program (verify)", lambda b, w, c: ["verify", _fp8(w)], r"unsupported dtype float8_e4m3fn"),
     # ---- resources: each in a child process with a time and memory cap
     Case("FIFO as input", lambda b, w, c: compile_argv(_fifo(w / "f.pt2"), w), r"FIFO", isolate=True),
     Case("symlink to /dev/zero", lambda b, w, c: compile_argv(_link(w / "z.pt2", "/dev/zero"), w), r"device",
@@ -475,10 +475,18 @@ def _contradicting_hint(work: Path) -> Path:
     return edit(src, work / "bad.pt2", json_edit={MJ: bad})
 
 
-def _fp16(work: Path) -> Path:
-    p = work / "half.pt2"
-    m = torch.nn.Linear(4, 3).half()
-    torch.export.save(torch.export.export(m, (torch.randn(2, 4).half(),)), p)
+class _Float8(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.ones(4).to(torch.float8_e4m3fn))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.w.float()
+
+
+def _fp8(work: Path) -> Path:
+    p = work / "fp8.pt2"
+    torch.export.save(torch.export.export(_Float8(), (torch.randn(2, 4),)), p)
     return p
 
 

@@ -52,12 +52,12 @@ class UnsupportedDtypeError(UnsupportedError):
         self.problems = problems
         dtypes = sorted({d for ds, _ in problems for d in ds.split(", ")})
         lines = [f"unsupported dtype{'s' if len(dtypes) > 1 else ''} {', '.join(dtypes)} in {len(problems)} "
-                 f"place{'s' if len(problems) != 1 else ''}: pt2c computes in float32 / float64 (indices and "
-                 "masks: int64, int32, int16, int8, uint8, bool)"]
+                 f"place{'s' if len(problems) != 1 else ''}: pt2c computes in float32 / float64 / bfloat16 / "
+                 "float16 (indices and masks: int64, int32, int16, int8, uint8, bool)"]
         for dts, where in problems[:10]:
             lines.append(f"  - {where}: {dts}")
         if len(problems) > 10:
             lines.append(f"  - ... and {len(problems) - 10} more")
-        lines.append("What to try: export the model in float32 (model.float() and float32 example inputs); "
-                     "float16 / bfloat16 / int8 compute is not supported yet.")
+        lines.append("What to try: export the model in float32, bfloat16 or float16 (model.float() and float32 "
+                     "example inputs); quantized (int8) compute is not supported yet.")
         Pt2cError.__init__(self, "\n".join(lines))

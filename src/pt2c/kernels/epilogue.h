@@ -53,6 +53,55 @@ PT2C_INLINE double pt2c_hardsigmoid_double(double x) { return x <= -3.0 ? 0.0 : 
 PT2C_INLINE float pt2c_hardswish_float(float x) { return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x + 3.0f) / 6.0f; }
 PT2C_INLINE double pt2c_hardswish_double(double x) { return x <= -3.0 ? 0.0 : x >= 3.0 ? x : x * (x + 3.0) / 6.0; }
 
+/* bfloat16 and float16 (IEEE binary16) storage: the bits in a uint16_t.  Conversions from float round
+ * to nearest, ties to even, as torch's do; NaN becomes torch's quiet NaN (0x7fc0 / 0x7e00).  Integer
+ * arithmetic only, so no compiler flag (-ffast-math, x87) changes the result. */
+PT2C_INLINE float pt2c_bits_f32(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+PT2C_INLINE uint32_t pt2c_f32_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
+PT2C_INLINE float pt2c_bf16_to_f32(uint16_t h) { return pt2c_bits_f32((uint32_t)h << 16); }
+PT2C_INLINE uint16_t pt2c_f32_to_bf16(float f) {
+    uint32_t u = pt2c_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* f rounded to the nearest bfloat16, as a float (an op's result in a bfloat16 model) */
+PT2C_INLINE float pt2c_round_bf16(float f) {
+    uint32_t u = pt2c_f32_bits(f);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    return (u & 0x7fffffffu) > 0x7f800000u ? f : pt2c_bits_f32(r);
+}
+PT2C_INLINE float pt2c_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (uint32_t)(h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
+    float sub;
+    if (e == 0x1fu) return pt2c_bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e != 0) return pt2c_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    sub = (float)m * 5.9604644775390625e-8f; /* m * 2^-24, exact */
+    return sign ? -sub : sub;
+}
+PT2C_INLINE uint16_t pt2c_f32_to_f16(float f) {
+    uint32_t u = pt2c_f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, m, r, rem, half;
+    unsigned s;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);      /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);     /* >= 65520 (or inf): inf */
+    if (a >= 0x38800000u) {                                       /* a normal half (>= 2^-14) */
+        r = a - 0x38000000u;                                      /* exponent bias 127 -> 15 */
+        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+    }
+    if (a <= 0x33000000u) return (uint16_t)sign;                  /* <= 2^-25: rounds to zero */
+    m = (a & 0x7fffffu) | 0x800000u;                               /* a subnormal half: m >> (126 - exp) */
+    s = 126u - (a >> 23);
+    r = m >> s;
+    rem = m & ((1u << s) - 1u);
+    half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+#if defined(PT2C_SIMD_X86) && defined(__F16C__)
+PT2C_INLINE float pt2c_round_f16(float f) { return _cvtsh_ss(_cvtss_sh(f, 0)); } /* 0: to nearest even */
+#else
+PT2C_INLINE float pt2c_round_f16(float f) { return pt2c_f16_to_f32(pt2c_f32_to_f16(f)); }
+#endif
+
 /* ---- epilogue ---- */
 
 enum {
@@ -66,6 +115,24 @@ enum {
     PT2C_ACT_SIGMOID,
     PT2C_ACT_TANH
 };
+
+/* or'ed into act: the result of each step (the product with bias and residual, then the activation) rounded
+ * to bfloat16 / float16, as a reduced-precision model stores every op's result */
+#define PT2C_ROUND_BF16 (1 << 8)
+#define PT2C_ROUND_F16 (2 << 8)
+
+PT2C_KERNEL void pt2c_round_n(float *x, int n, int rnd)
+{
+    int j = 0;
+    if (rnd == 1) {
+        for (; j < n; j++) x[j] = pt2c_round_bf16(x[j]);
+        return;
+    }
+#if defined(PT2C_SIMD_X86) && defined(__F16C__)
+    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(x + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + j), 0)));
+#endif
+    for (; j < n; j++) x[j] = pt2c_round_f16(x[j]);
+}
 
 typedef struct {
     const float *bias; /* NULL, or bias[i] per row (bias_per_row=1, length M) / bias[j] per column (length N) */
@@ -81,6 +148,9 @@ typedef struct {
 PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
 {
     int j;
+    const int rnd = act >> 8;
+    act &= 0xff;
+    if (rnd) pt2c_round_n(x, n, rnd);
     switch (act) {
     case PT2C_ACT_RELU:
         for (j = 0; j < n; j++) x[j] = PT2C_RELU_F(x[j]);
@@ -125,6 +195,7 @@ PT2C_KERNEL void pt2c_epilogue_act(float *x, int n, int act, float lo, float hi)
     default:
         break;
     }
+    if (rnd && act != PT2C_ACT_NONE) pt2c_round_n(x, n, rnd);
 }
 
 #endif /* PT2C_EPILOGUE_H */

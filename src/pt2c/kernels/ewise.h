@@ -61,49 +61,4 @@ PT2C_F2I(int16_t, INT16_MIN, INT16_MAX)
 PT2C_F2I(int8_t, INT8_MIN, INT8_MAX)
 PT2C_F2I(uint8_t, 0, UINT8_MAX)
 
-/* bfloat16 and float16 (IEEE binary16) storage: the bits in a uint16_t.  Conversions from float round
- * to nearest, ties to even, as torch's do; NaN becomes torch's quiet NaN (0x7fc0 / 0x7e00).  Integer
- * arithmetic only, so no compiler flag (-ffast-math, x87) changes the result. */
-PT2C_INLINE float pt2c_bits_f32(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
-PT2C_INLINE uint32_t pt2c_f32_bits(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
-PT2C_INLINE float pt2c_bf16_to_f32(uint16_t h) { return pt2c_bits_f32((uint32_t)h << 16); }
-PT2C_INLINE uint16_t pt2c_f32_to_bf16(float f) {
-    uint32_t u = pt2c_f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0u;
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-/* f rounded to the nearest bfloat16, as a float (an op's result in a bfloat16 model) */
-PT2C_INLINE float pt2c_round_bf16(float f) {
-    uint32_t u = pt2c_f32_bits(f);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    return (u & 0x7fffffffu) > 0x7f800000u ? f : pt2c_bits_f32(r);
-}
-PT2C_INLINE float pt2c_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (uint32_t)(h >> 10) & 0x1fu, m = (uint32_t)h & 0x3ffu;
-    float sub;
-    if (e == 0x1fu) return pt2c_bits_f32(sign | 0x7f800000u | (m << 13));
-    if (e != 0) return pt2c_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
-    sub = (float)m * 5.9604644775390625e-8f; /* m * 2^-24, exact */
-    return sign ? -sub : sub;
-}
-PT2C_INLINE uint16_t pt2c_f32_to_f16(float f) {
-    uint32_t u = pt2c_f32_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu, m, r, rem, half;
-    unsigned s;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);      /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);     /* >= 65520 (or inf): inf */
-    if (a >= 0x38800000u) {                                       /* a normal half (>= 2^-14) */
-        r = a - 0x38000000u;                                      /* exponent bias 127 -> 15 */
-        return (uint16_t)(sign | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
-    }
-    if (a <= 0x33000000u) return (uint16_t)sign;                  /* <= 2^-25: rounds to zero */
-    m = (a & 0x7fffffu) | 0x800000u;                               /* a subnormal half: m >> (126 - exp) */
-    s = 126u - (a >> 23);
-    r = m >> s;
-    rem = m & ((1u << s) - 1u);
-    half = 1u << (s - 1u);
-    if (rem > half || (rem == half && (r & 1u))) r++;
-    return (uint16_t)(sign | r);
-}
-PT2C_INLINE float pt2c_round_f16(float f) { return pt2c_f16_to_f32(pt2c_f32_to_f16(f)); }
-
 #endif /* PT2C_EWISE_H */

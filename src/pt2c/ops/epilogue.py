@@ -19,6 +19,9 @@ ACTS = {
 }
 # the activations passes/fold.py fuses from an `ew` act(x); "clamp" comes from a clamp_min / clamp_max pair
 EPILOGUE_ACTS = frozenset(k for k in ACTS if k not in (None, "clamp"))
+# attr "round": each step's result (the product with bias and residual, then the activation) rounded to the
+# reduced dtype of a bfloat16 / float16 model: the `ew` round_<r> passes/fold.py fuses -> C flag or'ed into act
+ROUNDS = {"bf16": "PT2C_ROUND_BF16", "f16": "PT2C_ROUND_F16"}
 
 
 def apply_act(y: np.ndarray, act: str | None, lo: float = 0.0, hi: float = 0.0) -> np.ndarray:
@@ -39,7 +42,10 @@ def epilogue_ref(node: Node, y: np.ndarray, extra: list[np.ndarray], bias_axis: 
         y = y + b.reshape(shape)
     if node.attrs.get("has_residual"):
         y = y + extra[i].reshape(y.shape)  # (fused through a reshape: same elements, same order)
-    return apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
+    rnd = FUNCS[f"round_{node.attrs['round']}"][1] if node.attrs.get("round") else None
+    y = rnd(y.astype(np.float32)) if rnd else y
+    y = apply_act(y.astype(np.float32), node.attrs.get("act"), node.attrs.get("lo", 0.0), node.attrs.get("hi", 0.0))
+    return rnd(y) if rnd and node.attrs.get("act") else y
 
 
 def check_epilogue(node: Node, first_extra: int, bias_shape: tuple[int, ...]) -> None:
@@ -51,6 +57,7 @@ def check_epilogue(node: Node, first_extra: int, bias_shape: tuple[int, ...]) ->
     n = first_extra + has_bias + has_res
     need(len(node.inputs) == n, f"{len(node.inputs)} inputs, expected {n} (bias {has_bias}, residual {has_res})")
     need(a.get("act") in ACTS, f"unknown epilogue activation {a.get('act')!r}")
+    need(a.get("round") in (None, *ROUNDS), f"unknown epilogue rounding {a.get('round')!r}")
     need(type(a.get("lo", 0.0)) is float and type(a.get("hi", 0.0)) is float, "lo / hi are not floats")
     out = node.outputs[0]
     if has_bias:
@@ -66,7 +73,7 @@ def check_epilogue(node: Node, first_extra: int, bias_shape: tuple[int, ...]) ->
 def epilogue_c(em: EmitCtx, node: Node, first_extra: int, bias_per_row: int, ldr: str = "0", var: str = "ep") -> str:
     """Declare a pt2c_epilogue `var` for the node; returns the C expression of its address (or NULL)."""
     a = node.attrs
-    if not (a.get("has_bias") or a.get("has_residual") or a.get("act")):
+    if not (a.get("has_bias") or a.get("has_residual") or a.get("act") or a.get("round")):
         return "NULL"
     i = first_extra
     bias = "NULL"
@@ -79,7 +86,10 @@ def epilogue_c(em: EmitCtx, node: Node, first_extra: int, bias_per_row: int, ldr
     fields = [f".bias = {bias}"] if bias != "NULL" else []
     fields += [".bias_per_row = 1"] if bias != "NULL" and bias_per_row else []
     fields += [f".residual = {res}", f".ldr = {ldr}"] if res != "NULL" else []
-    fields += [f".act = {act}"] if a.get("act") else []
+    if a.get("round"):
+        fields += [f".act = {act} | {ROUNDS[a['round']]}" if a.get("act") else f".act = {ROUNDS[a['round']]}"]
+    elif a.get("act"):
+        fields += [f".act = {act}"]
     fields += [f".lo = {lo}", f".hi = {hi}"] if a.get("act") == "clamp" else []
     em.line(f"pt2c_epilogue {var} = {{ {', '.join(fields)} }};")  # the fields not named are 0 / NULL
     return "&" + var

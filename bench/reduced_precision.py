@@ -1,0 +1,65 @@
+"""A zoo model in float32, bfloat16 and float16: pt2c against eager in the same dtype, 1 thread.
+
+    python bench/reduced_precision.py --models bert,resnet18,gpt2 [--runs 20] [--target x86_64-v3,x86_64-v4]
+
+One process; for each dtype the model is converted (`.to(dtype)`), exported, compiled, built (-O3) and timed
+(median of --runs, pt2c through its runner; eager under inference_mode), then a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import tempfile
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import pt2c  # noqa: E402
+from pt2c import zoo  # noqa: E402
+from pt2c.runtime.verify import _to_numpy, as_float, time_eager, time_runner  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="bert,resnet18,gpt2")
+    ap.add_argument("--dtypes", default="float32,bfloat16,float16")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--target", default="x86_64-v3,x86_64-v4")
+    a = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    rows = []
+    for name in a.models.split(","):
+        m32, xs32 = getattr(zoo, name)("bench")
+        base = None
+        for dt in a.dtypes.split(","):
+            td = getattr(torch, dt)
+            m = copy.deepcopy(m32).to(td).eval()
+            xs = tuple(x.to(td) if x.is_floating_point() else x for x in xs32)
+            with tempfile.TemporaryDirectory() as out:
+                pt2c.compile(torch.export.export(m, xs), out, target=a.target)
+                pt2c.build(out)
+                lib = pt2c.load(out)
+                arrays = [_to_numpy(x) for x in xs]
+                got = as_float(lib.run(arrays)[0]).astype(np.float64)
+                p = time_runner(lib, arrays, runs=a.runs, threads=1)
+            e = time_eager(m, xs, runs=max(5, a.runs // 2), threads=1)
+            with torch.inference_mode():
+                ref = m(*xs).double().numpy()
+            err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+            base = base or p
+            rows.append((name, dt, p, e, p / e, base / p, err))
+            print(f"{name} {dt}: pt2c {p:.2f} ms, eager {e:.2f} ms", flush=True)
+    print("\n| model | dtype | pt2c (ms) | eager (ms) | pt2c / eager | pt2c float32 / pt2c | error vs eager |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
