@@ -96,11 +96,16 @@ PT2C_INLINE uint16_t pt2c_f32_to_f16(float f) {
     if (rem > half || (rem == half && (r & 1u))) r++;
     return (uint16_t)(sign | r);
 }
-#if defined(PT2C_SIMD_X86) && defined(__F16C__)
-PT2C_INLINE float pt2c_round_f16(float f) { return _cvtsh_ss(_cvtss_sh(f, 0)); } /* 0: to nearest even */
-#else
-PT2C_INLINE float pt2c_round_f16(float f) { return pt2c_f16_to_f32(pt2c_f32_to_f16(f)); }
-#endif
+/* f rounded to the nearest float16, as a float, without branches (so that loops of it vectorise): 11
+ * significant bits like pt2c_round_bf16 above the subnormal halves, multiples of 2^-24 below them (the
+ * addition rounds to nearest even), inf past 65504; equal to pt2c_f16_to_f32(pt2c_f32_to_f16(f)). */
+PT2C_INLINE float pt2c_round_f16(float f) {
+    const uint32_t u = pt2c_f32_bits(f);
+    const float n = pt2c_bits_f32((u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u);
+    const float sub = copysignf((f + 0.75f) - 0.75f, f);
+    const float r = fabsf(f) < 6.103515625e-05f ? sub : (fabsf(n) > 65504.0f ? copysignf(INFINITY, f) : n);
+    return f != f ? f : r;
+}
 
 /* ---- epilogue ---- */
 
