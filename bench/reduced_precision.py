@@ -2,8 +2,13 @@
 
     python bench/reduced_precision.py --models bert,resnet18,gpt2 [--runs 20] [--target x86_64-v3,x86_64-v4]
 
+    python bench/reduced_precision.py --hf all --dtypes bfloat16,float16     # tests/test_hf_models.py's architectures
+
 One process; for each dtype the model is converted (`.to(dtype)`), exported, compiled, built (-O3) and timed
-(median of --runs, pt2c through its runner; eager under inference_mode), then a Markdown table.
+(median of --runs, pt2c through its runner; eager under inference_mode), then a Markdown table.  With --hf:
+each tiny transformers architecture of tests/test_hf_models.py (`all` or a comma list) converted to each dtype,
+exported and checked by pt2c verify (x86_64-v3, eager in the same dtype, the dtype's default tolerance): one
+JSON line per architecture and dtype.
 """
 
 from __future__ import annotations
@@ -30,8 +35,11 @@ def main() -> None:
     ap.add_argument("--dtypes", default="float32,bfloat16,float16")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--target", default="x86_64-v3,x86_64-v4")
+    ap.add_argument("--hf", default=None, help="verify tests/test_hf_models.py's architectures instead ('all' or a list)")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
+    if a.hf:
+        return verify_hf(a.hf, a.dtypes.split(","))
     torch.set_num_threads(1)
     rows = []
     for name in a.models.split(","):
@@ -59,6 +67,33 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]:.2f} | {r[3]:.2f} | {r[4]:.2f} | {r[5]:.2f} | {r[6]:.1e} |")
+
+
+def verify_hf(archs: str, dtypes: list[str]) -> None:
+    import json
+    import sys
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_hf_models import ARCHS, make
+
+    from pt2c.runtime.verify import verify
+
+    for name in list(ARCHS) if archs == "all" else archs.split(","):
+        for dt in dtypes:
+            td, t0 = getattr(torch, dt), time.time()
+            try:
+                m, xs = make(name)
+                m = m.to(td)
+                xs = tuple(x.to(td) if x.is_floating_point() else x for x in xs)
+                with torch.no_grad():
+                    r = verify(torch.export.export(m, xs, strict=False), target="x86_64-v3")
+                o = r.outputs[0]
+                row = {"arch": name, "dtype": dt, "passed": r.passed, "err": o.max_abs_err, "rel": o.max_rel_err}
+            except Exception as e:  # an export or compile failure is a row too
+                row = {"arch": name, "dtype": dt, "error": f"{type(e).__name__}: {str(e)[:300]}"}
+            print(json.dumps(row | {"s": round(time.time() - t0, 1)}), flush=True)
 
 
 if __name__ == "__main__":

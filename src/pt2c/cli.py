@@ -481,7 +481,7 @@ def verify_cmd(
     if report.passed:
         say("[bold green]PASS[/bold green]")
     else:
-        say(f"[bold red]FAIL[/bold red]: outputs differ beyond the tolerance")
+        say("[bold red]FAIL[/bold red]: outputs differ beyond the tolerance")
         raise typer.Exit(1)
 
 
