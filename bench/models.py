@@ -48,6 +48,25 @@ class _LogitsOnly(torch.nn.Module):
         return self.lm(input_ids=ids, use_cache=False).logits
 
 
+class _Hidden(torch.nn.Module):
+    def __init__(self, enc):
+        super().__init__()
+        self.enc = enc
+
+    def forward(self, ids, mask):
+        return self.enc(input_ids=ids, attention_mask=mask).last_hidden_state
+
+
+def bert_base():
+    """transformers' BERT-base (default configuration, 110M parameters), 128 tokens, last hidden state"""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(attn_implementation="sdpa")
+    return _Hidden(BertModel(cfg, add_pooling_layer=False)).eval(), (torch.randint(0, 30522, (1, 128)),
+                                                                     torch.ones(1, 128, dtype=torch.int64))
+
+
 def gpt2_124m():
     """transformers' GPT-2 at its default (124M-parameter) configuration, 64 tokens, logits only"""
     from transformers import GPT2Config, GPT2LMHeadModel

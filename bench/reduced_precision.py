@@ -1,6 +1,7 @@
 """A zoo model in float32, bfloat16 and float16: pt2c against eager in the same dtype, 1 thread.
 
     python bench/reduced_precision.py --models bert,resnet18,gpt2 [--runs 20] [--target x86_64-v3,x86_64-v4]
+    python bench/reduced_precision.py --models bench/models.py:bert_base,bench/models.py:gpt2_124m
 
     python bench/reduced_precision.py --hf all --dtypes bfloat16,float16     # tests/test_hf_models.py's architectures
 
@@ -43,7 +44,17 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for name in a.models.split(","):
-        m32, xs32 = getattr(zoo, name)("bench")
+        if ":" in name:  # bench/models.py:<function>
+            import importlib.util
+
+            path, fn = name.split(":")
+            spec = importlib.util.spec_from_file_location("bench_models", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            m32, xs32 = getattr(mod, fn)()
+            name = fn
+        else:
+            m32, xs32 = getattr(zoo, name)("bench")
         base = None
         for dt in a.dtypes.split(","):
             td = getattr(torch, dt)

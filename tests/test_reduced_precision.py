@@ -179,3 +179,41 @@ def test_reduced_precision_refusals(tmp_path):
         "{ (void)out; (void)in; (void)args; (void)scratch; (void)scratch_bytes; return 0; }\n"))
     with pytest.raises(UnsupportedError, match="custom op kernels take float32, not bfloat16"):
         pt2c.compile(ep, tmp_path / "custom", target="x86_64-v3")
+
+
+class _Linears(torch.nn.Module):
+    """Two bfloat16 linear layers of odd sizes (M, N, K not multiples of the kernels' 32), GELU, a residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(77, 45)
+        self.b = torch.nn.Linear(45, 45, bias=False)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.a(x))
+        return self.b(h) + h
+
+
+@pytest.mark.parametrize("cflags", ["-O2 -std=c99 -Wall -Wextra -Werror -pedantic", "-O1 -std=c99 -DPT2C_NO_SIMD"],
+                         ids=["native", "portable"])
+def test_bfloat16_linear_layers_store_bfloat16_weights(tmp_path, cflags):
+    """matmul_bf16: the weights in the blob as bfloat16; AMX where the CPU has it (the first build, on such a host),
+    the float32 GEMM on converted weights otherwise (the second build: no SIMD, so no AMX either)."""
+    torch.manual_seed(0)
+    m = _Linears().to(torch.bfloat16)
+    x = torch.randn(37, 77).to(torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ep = torch.export.export(m, (x,))
+    art = pt2c.compile(ep, tmp_path / "lin", target="x86_64-v3")
+    source = (tmp_path / "lin" / "model.c").read_text()
+    assert source.count("pt2c_gemm_bf16(") == 2 and "pt2c_sgemm(" not in source
+    assert art.manifest["weights"]["bytes"] < 4 * (77 * 45 + 45 * 45)  # bfloat16 panels, not float32
+    pt2c.build(tmp_path / "lin", cflags=cflags)
+    got = as_float(pt2c.load(tmp_path / "lin").run([_to_numpy(x)])[0]).astype(np.float64)
+    with torch.no_grad():
+        want = m(x).double().numpy()
+        ref32 = m.float()(x.float()).double().numpy()
+    scale = max(1.0, np.abs(want).max())
+    assert np.abs(got - want).max() <= 2 * ULP["bfloat16"] * scale
+    assert np.abs(got - ref32).max() <= 2 * np.abs(want - ref32).max() + ULP["bfloat16"] * scale

@@ -41,6 +41,7 @@ VALUE_PRESERVING = {
     "relu", "neg", "abs", "max", "min", "amax", "amin", "maximum", "minimum", "topk", "sort", "pixel_shuffle",
     "pixel_unshuffle", "channel_shuffle", "zeros_like", "empty_like", "copy", "sign",
 }
+BF16_PRODUCTS = {"linear", "mm", "addmm", "matmul", "bmm"}
 NEVER_FOLD = ("rand", "normal", "bernoulli", "dropout", "uniform", "randint", "randperm", "multinomial")
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -494,6 +495,7 @@ class Lowering:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
         ctx = LowerCtx(self, node)
+        first = len(self.nodes)
         try:
             res = fn(ctx, args)
         except DynamicSizeError as e:
@@ -504,6 +506,11 @@ class Lowering:
         except KeyError as e:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
+        if getattr(node.target, "_opname", None) in BF16_PRODUCTS and {
+                _tensor_dtype(a) for a in node.all_input_nodes} - {None} == {"bfloat16"}:
+            for n in self.nodes[first:]:  # bfloat16 operands: passes/prepack.py may store its weights as bfloat16
+                if n.op == "matmul":
+                    n.attrs["operands"] = "bfloat16"
         return self.round_reduced(node, res, origin)
 
     def round_reduced(self, node: Any, res: Any, origin: Origin) -> Any:

@@ -52,6 +52,39 @@ def packed_b_size(k: int, n: int) -> int:
     return k * _round_up(n, NR)
 
 
+BF16_NR = 32  # PT2C_BF16_NR (kernels/gemm_bf16.c)
+
+
+def pack_b_bf16(b: np.ndarray) -> np.ndarray:
+    """K x N (float32 holding bfloat16 values) -> flat uint16 bfloat16 bits: ceil(N/32) panels of Kp/2 rows of
+    32 column pairs, element (k, j) at (j // 32) * 32 * Kp + (k // 2) * 64 + (j % 32) * 2 + k % 2 (Kp: K rounded
+    up to a multiple of 32; padding zero).  Rounds to nearest even (exact for bfloat16 values)."""
+    from pt2c.ops.elementwise import bf16_bits
+
+    b = np.asarray(b, dtype=np.float32)
+    if b.ndim != 2:
+        raise ValueError(f"pack_b_bf16 expects a 2-D array, got shape {b.shape}")
+    k, n = b.shape
+    kp, np_ = _round_up(k, 32), _round_up(n, BF16_NR)
+    padded = np.zeros((kp, np_), dtype=np.uint16)
+    padded[:k, :n] = bf16_bits(b)
+    # (Kp/2, 2, panels, 32) -> (panels, Kp/2, 32, 2)
+    return np.ascontiguousarray(padded.reshape(kp // 2, 2, np_ // BF16_NR, BF16_NR).transpose(2, 0, 3, 1)).reshape(-1)
+
+
+def unpack_b_bf16(p: np.ndarray, k: int, n: int) -> np.ndarray:
+    """pack_b_bf16's inverse, as float32."""
+    from pt2c.ops.elementwise import bf16_float
+
+    kp, np_ = _round_up(k, 32), _round_up(n, BF16_NR)
+    bits = np.asarray(p, np.uint16).reshape(np_ // BF16_NR, kp // 2, BF16_NR, 2).transpose(1, 3, 0, 2).reshape(kp, np_)
+    return np.ascontiguousarray(bf16_float(bits[:k, :n]))
+
+
+def packed_b_bf16_size(k: int, n: int) -> int:
+    return _round_up(k, 32) * _round_up(n, BF16_NR)
+
+
 # Winograd F(4x4, 3x3) filter transform (kernels/conv.c pt2c_conv2d_wino): U = G g G^T.
 WINO_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
                    [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])

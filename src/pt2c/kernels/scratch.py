@@ -49,6 +49,16 @@ def sgemm_plan(M: int, N: int, K: int, nt_avail: int, a_packed: bool = False) ->
     return nt, split_n, nc, cm, cn
 
 
+BF16_SLAB, BF16_ROWS = 256, 256  # PT2C_GEMM_BF16_SLAB / _ROWS
+
+
+def gemm_bf16_scratch_bytes(M: int, N: int, K: int) -> int:
+    """pt2c_gemm_bf16_scratch_bytes (kernels/gemm_bf16.c)."""
+    fallback = 4 * (K * BF16_SLAB + sgemm_scratch_floats(M, min(N, BF16_SLAB), K, b_packed=True))
+    amx = (min(M, BF16_ROWS) + 31) // 32 * 32 * ((K + 31) // 32 * 32) * 2
+    return max(fallback, amx)
+
+
 def sgemm_scratch_floats(M: int, N: int, K: int, a_packed: bool = False, b_packed: bool = False) -> int:
     """pt2c_sgemm_scratch_floats_ex (pt2c_sgemm_scratch_floats: both unpacked): the most any
     number of threads 1..MAX_THREADS needs, one region per thread."""

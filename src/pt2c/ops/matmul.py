@@ -14,7 +14,7 @@ import numpy as np
 
 from pt2c.ir import Node, Value
 from pt2c.kernels import layout
-from pt2c.kernels.scratch import sdpa_scratch_floats, sgemm_scratch_floats
+from pt2c.kernels.scratch import gemm_bf16_scratch_bytes, sdpa_scratch_floats, sgemm_scratch_floats
 from pt2c.ops.context import EmitCtx, LowerCtx
 from pt2c.ops.elementwise import make_ew
 from pt2c.ops.epilogue import check_epilogue, epilogue_c, epilogue_ref
@@ -161,6 +161,60 @@ defop("matmul", _ref_matmul, _emit_matmul, kernels=("gemm",), scratch=_matmul_sc
       scratch_c=lambda n: "4 * pt2c_sgemm_scratch_floats_ex(%d, %d, %d, 0, %d)" % (
           *_matmul_dims(n), 1 if n.attrs.get("b_packed") else 0),
       flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n), describe=_describe_matmul)
+
+
+# ---------------------------------------------------------------- matmul_bf16 (a bfloat16 model's linear layers)
+# out[..., M, N] = ep(a[..., M, K] @ B): a matmul of a bfloat16 model (its operands bfloat16 values) whose weights
+# B are constant, stored as bfloat16 in kernels/layout.py's pack_b_bf16 layout (passes/prepack.py); a read by rows
+# (lda apart: dense, or a_strides (1, lda, 1) from fuse_views).  kernels/gemm_bf16.c: AVX512-BF16 where the CPU
+# has it, else the float32 GEMM on converted weights.
+
+def _bf16_rows(node: Node) -> tuple[int, int, int, int]:
+    """(M, N, K, lda) of the one product the kernel makes (a batch of a dense a folds into M)."""
+    out = node.outputs[0]
+    M, N, K = prod(out.shape[:-1]), out.shape[-1], matmul_k(node)
+    st = node.attrs.get("a_strides")
+    return (out.shape[-2], N, K, st[1]) if st is not None else (M, N, K, K)
+
+
+def _ref_matmul_bf16(node: Node, a: np.ndarray, b: np.ndarray, *extra: np.ndarray) -> np.ndarray:
+    M, N, K, lda = _bf16_rows(node)
+    a = as_strided(a, (M, K), (lda, 1), 0) if "a_strides" in node.attrs else a.reshape(M, K)
+    y = np.matmul(a.astype(np.float64), layout.unpack_b_bf16(b, K, N).astype(np.float64)).astype(np.float32)
+    return epilogue_ref(node, y, list(extra), -1).reshape(node.outputs[0].shape)
+
+
+def _emit_matmul_bf16(em: EmitCtx, node: Node) -> None:
+    M, N, K, lda = _bf16_rows(node)
+    ep = epilogue_c(em, node, 2, 0, str(N))
+    em.line(f"pt2c_gemm_bf16({em.ptr(node.outputs[0])}, {N}, {em.ptr(node.inputs[0])}, {lda}, {em.ptr(node.inputs[1])}, "
+            f"{M}, {N}, {K}, {ep}, {em.scratch(node)});")
+
+
+def _check_matmul_bf16(node: Node) -> None:
+    need(len(node.outputs) == 1 and len(node.inputs) >= 2, "expected inputs (a, packed b, ...) and one output")
+    a_v, b_v, out = node.inputs[0], node.inputs[1], node.outputs[0]
+    need(len(out.shape) >= 2, f"a rank-{len(out.shape)} output")
+    check_epilogue(node, 2, (out.shape[-1],))
+    dtype_in(a_v, ("float32",), "a")
+    dtype_in(out, ("float32",), "output")
+    dtype_in(b_v, ("bfloat16",), "packed b")
+    M, N, K, lda = _bf16_rows(node)
+    need(is_size(K) and b_v.shape == (layout.packed_b_bf16_size(K, N),),
+         f"packed b %{b_v.name} {list(b_v.shape)} is not the bfloat16-packed [{K}, {N}]")
+    st = node.attrs.get("a_strides")
+    if st is not None:
+        need(ints(st, 3) and st[2] == 1 and len(out.shape) == 2, f"a_strides {st}: rows of unit stride, one product")
+        within((1, M, K), st, 0, a_v.numel, f"a_strides {st}")
+    else:
+        need(a_v.numel == M * K, f"a %{a_v.name} {list(a_v.shape)} is not {M} rows of {K}")
+
+
+defop("matmul_bf16", _ref_matmul_bf16, _emit_matmul_bf16, kernels=("gemm_bf16",), rule=_check_matmul_bf16,
+      scratch=lambda n: gemm_bf16_scratch_bytes(*_bf16_rows(n)[:3]),
+      scratch_c=lambda n: "pt2c_gemm_bf16_scratch_bytes(%s, %s, %s)" % _bf16_rows(n)[:3],
+      flops=lambda n: 2 * n.outputs[0].numel * matmul_k(n),
+      describe=lambda n: _describe_matmul(n).replace("matmul", "matmul_bf16", 1).replace("packed weights", "bfloat16"))
 
 
 # ---------------------------------------------------------------- gathered_matmul (mixture-of-experts layers)

@@ -10,8 +10,18 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pt2c.ir import Graph, Value
+from pt2c.ir import Graph, Node, Value
 from pt2c.kernels import layout
+from pt2c.sym import dynamic
+
+
+def bf16_weights(n: Node) -> bool:
+    """A matmul of bfloat16 operands (lowering: attrs["operands"]) with constant 2-D weights, a read by rows, static
+    sizes: it becomes a matmul_bf16 (ops/matmul.py)."""
+    b, st = n.inputs[1], n.attrs.get("a_strides")
+    return (n.attrs.get("operands") == "bfloat16" and b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs
+            and not n.attrs.get("b_packed") and not any(dynamic(v.shape) for v in (*n.inputs, *n.outputs))
+            and (st is None or (st[2] == 1 and len(n.outputs[0].shape) == 2)))
 
 
 def prepack(g: Graph) -> Graph:
@@ -19,14 +29,18 @@ def prepack(g: Graph) -> Graph:
     # times, tied embeddings) is packed and stored once
     done: dict[tuple, Value] = {}
 
-    def packed_value(w: Value, key: tuple, pack: Callable[[], np.ndarray]) -> Value:
+    def packed_value(w: Value, key: tuple, pack: Callable[[], np.ndarray], dtype: str = "float32") -> Value:
         if (id(w), *key) not in done:
             data = pack()
-            done[(id(w), *key)] = Value(w.name + "_packed", data.shape, "float32", data)
+            done[(id(w), *key)] = Value(w.name + "_packed", data.shape, dtype, data)
         return done[(id(w), *key)]
 
     for n in g.nodes:
-        if n.op == "matmul" and not n.attrs.get("b_packed"):
+        if n.op == "matmul" and bf16_weights(n):  # a bfloat16 model's linear layer: its weights as bfloat16
+            b = n.inputs[1]
+            n.inputs[1] = packed_value(b, ("bf16",), lambda b=b: layout.pack_b_bf16(b.data), "bfloat16")
+            n.op = "matmul_bf16"
+        elif n.op == "matmul" and not n.attrs.get("b_packed"):
             b = n.inputs[1]
             if b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs:
                 n.inputs[1] = packed_value(b, ("b",), lambda b=b: layout.pack_b(b.data))
