@@ -194,14 +194,16 @@ class _Linears(torch.nn.Module):
         return self.b(h) + h
 
 
+@pytest.mark.parametrize("rows", [37, 2])
 @pytest.mark.parametrize("cflags", ["-O2 -std=c99 -Wall -Wextra -Werror -pedantic", "-O1 -std=c99 -DPT2C_NO_SIMD"],
                          ids=["native", "portable"])
-def test_bfloat16_linear_layers_store_bfloat16_weights(tmp_path, cflags):
+def test_bfloat16_linear_layers_store_bfloat16_weights(tmp_path, cflags, rows):
     """matmul_bf16: the weights in the blob as bfloat16; AMX where the CPU has it (the first build, on such a host),
-    the float32 GEMM on converted weights otherwise (the second build: no SIMD, so no AMX either)."""
+    else the float32 GEMM on converted weights (the second build: no SIMD, so no AMX either), or for a few rows
+    (a GEMV) the weights converted in registers."""
     torch.manual_seed(0)
     m = _Linears().to(torch.bfloat16)
-    x = torch.randn(37, 77).to(torch.bfloat16)
+    x = torch.randn(rows, 77).to(torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ep = torch.export.export(m, (x,))

@@ -25,6 +25,7 @@
 
 #define PT2C_BF16_NR 32
 #define PT2C_GEMM_BF16_SLAB 256 /* fallback: columns converted at a time (a multiple of 32 and of NR) */
+#define PT2C_GEMM_BF16_ROWS_DIRECT 4 /* fallback: at most this many rows converted in registers */
 #define PT2C_GEMM_BF16_ROWS 256 /* AMX: rows of A converted at a time (a multiple of 32) */
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && defined(__linux__) && __STDC_HOSTED__ && \
@@ -35,7 +36,8 @@
 /* ---- the fallback: weights converted to the float32 packed layout, pt2c_sgemm ---- */
 
 /* columns [j0, j0 + n) (j0 a multiple of 32) of the bfloat16 panels as float32 packed-B panels (NR = 16
- * wide, K rows); the columns past n of the last panels are zero (as the packing's) */
+ * wide, K rows); the columns past n of the last panels are zero (as the packing's).  A 32-bit word of a
+ * panel row holds rows k and k + 1 of one column: (w << 16) and (w & 0xffff0000) are their float bits. */
 static void pt2c_bf16_slab_to_f32(float *dst, const uint16_t *B, int K, int j0, int n)
 {
     const int Kp = (K + 31) & ~31, NR = PT2C_GEMM_NR;
@@ -43,12 +45,54 @@ static void pt2c_bf16_slab_to_f32(float *dst, const uint16_t *B, int K, int j0, 
     for (p = 0; p < (n + PT2C_BF16_NR - 1) / PT2C_BF16_NR; p++) {
         const uint16_t *src = B + (ptrdiff_t)(j0 / PT2C_BF16_NR + p) * PT2C_BF16_NR * Kp;
         float *d0 = dst + (ptrdiff_t)2 * p * NR * K, *d1 = d0 + (ptrdiff_t)NR * K; /* columns 0-15, 16-31 */
-        const int two = 2 * p * NR + NR < (n + NR - 1) / NR * NR; /* the second half is a panel of dst */
-        for (k = 0; k < K; k++) {
-            const uint16_t *s = src + (ptrdiff_t)(k >> 1) * 64 + (k & 1);
-            for (j = 0; j < 16; j++) d0[(ptrdiff_t)k * NR + j] = pt2c_bf16_to_f32(s[2 * j]);
-            if (two)
-                for (j = 0; j < 16; j++) d1[(ptrdiff_t)k * NR + j] = pt2c_bf16_to_f32(s[32 + 2 * j]);
+        const int halves = 2 * p * NR + NR < (n + NR - 1) / NR * NR ? 2 : 1; /* the second half a panel of dst? */
+        for (k = 0; k < K; k += 2) {
+            uint32_t w[32], lo[32], hi[32];
+            memcpy(w, src + (ptrdiff_t)k * 32, sizeof w);
+            for (j = 0; j < 32; j++) lo[j] = w[j] << 16, hi[j] = w[j] & 0xffff0000u;
+            memcpy(d0 + (ptrdiff_t)k * NR, lo, 64);
+            if (k + 1 < K) memcpy(d0 + (ptrdiff_t)(k + 1) * NR, hi, 64);
+            if (halves == 2) {
+                memcpy(d1 + (ptrdiff_t)k * NR, lo + 16, 64);
+                if (k + 1 < K) memcpy(d1 + (ptrdiff_t)(k + 1) * NR, hi + 16, 64);
+            }
+        }
+    }
+}
+
+/* A few rows (a GEMV: decoding a token): each weights panel read once, converted in registers */
+static void pt2c_gemm_bf16_rows(float *C, int ldc, const float *A, int lda, const uint16_t *B, int M, int N, int K,
+                                const pt2c_epilogue *ep)
+{
+    const int Kp = (K + 31) & ~31, NR = PT2C_BF16_NR, npan = (N + NR - 1) / NR;
+    int nt = 1, p;
+#if defined(_OPENMP)
+    if (!omp_in_parallel()) nt = PT2C_MIN(omp_get_max_threads(), PT2C_MAX_THREADS);
+#endif
+    nt = (int)PT2C_MIN((long)nt, PT2C_MAX(1L, (long)PT2C_GEMM_SKINNY_M * N * K / PT2C_GEMM_MIN_MACS_PER_THREAD));
+    (void)nt; /* only used by OpenMP */
+    PT2C_OMP(parallel for num_threads(nt) schedule(static) if (nt > 1))
+    for (p = 0; p < npan; p++) {
+        const uint16_t *src = B + (ptrdiff_t)p * NR * Kp;
+        const int j0 = p * NR, nr = PT2C_MIN(NR, N - j0);
+        int i, k, j;
+        for (i = 0; i < M; i++) {
+            const float *a = A + (ptrdiff_t)i * lda;
+            float acc[32], flo[32], fhi[32], *c = C + (ptrdiff_t)i * ldc + j0;
+            for (j = 0; j < 32; j++) acc[j] = 0.0f;
+            for (k = 0; k < K; k += 2) {
+                const float a0 = a[k], a1 = k + 1 < K ? a[k + 1] : 0.0f;
+                uint32_t w[32], lo[32], hi[32];
+                memcpy(w, src + (ptrdiff_t)k * 32, sizeof w);
+                for (j = 0; j < 32; j++) lo[j] = w[j] << 16, hi[j] = w[j] & 0xffff0000u;
+                memcpy(flo, lo, sizeof flo);
+                memcpy(fhi, hi, sizeof fhi);
+                for (j = 0; j < 32; j++) acc[j] += a0 * flo[j] + a1 * fhi[j];
+            }
+            for (j = 0; j < nr; j++)
+                c[j] = acc[j] + (ep && ep->bias ? ep->bias[ep->bias_per_row ? i : j0 + j] : 0.0f) +
+                       (ep && ep->residual ? ep->residual[(ptrdiff_t)i * ep->ldr + j0 + j] : 0.0f);
+            if (ep && ep->act) pt2c_epilogue_act(c, nr, ep->act, ep->lo, ep->hi);
         }
     }
 }
@@ -59,6 +103,10 @@ static void pt2c_gemm_bf16_fallback(float *C, int ldc, const float *A, int lda, 
     const int S = PT2C_GEMM_BF16_SLAB;
     float *bf = scratch, *rest = scratch + (size_t)K * S;
     int j0;
+    if (M <= PT2C_GEMM_BF16_ROWS_DIRECT) {
+        pt2c_gemm_bf16_rows(C, ldc, A, lda, B, M, N, K, ep);
+        return;
+    }
     for (j0 = 0; j0 < N; j0 += S) {
         const int n = PT2C_MIN(S, N - j0);
         pt2c_epilogue e;
