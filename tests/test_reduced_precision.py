@@ -162,6 +162,13 @@ def test_reduced_precision_refusals(tmp_path):
     with pytest.raises(InputError, match="bfloat16, which the cuda backend does not implement"):
         pt2c.compile(ep, tmp_path / "gpu", target="cuda")
 
+    class Inner(torch.nn.Module):  # float32 at the boundary, bfloat16 inside
+        def forward(self, x):
+            return torch.relu(x.to(torch.bfloat16) * 3).float()
+
+    with pytest.raises(InputError, match="bfloat16, which the opencl backend does not implement"):
+        pt2c.compile(torch.export.export(Inner(), (x,)), tmp_path / "gpu2", target="opencl")
+
     lib = torch.library.Library("pt2c_rp_test", "DEF")  # noqa: F841 (kept alive for the export)
     lib.define("scale(Tensor x) -> Tensor")
     lib.impl("scale", lambda x: x * 2, "CompositeExplicitAutograd")

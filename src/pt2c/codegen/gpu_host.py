@@ -148,7 +148,9 @@ def write_gpu_artifact(g: Graph, plan: MemoryPlan, out_dir: Path, options: Any,
         raise InputError(f"the program updates buffers in place ({', '.join(g.meta['state']['names'][:4])}: a KV "
                          f"cache ...), which the {dialect} backend does not keep from run to run yet.\nWhat to try: "
                          "compile for a CPU target, or export the cache as inputs and outputs (past_key_values).")
-    reduced = sorted({v.dtype for v in [*g.inputs, *g.outputs] if v.dtype in ("bfloat16", "float16")})
+    reduced = sorted({v.dtype for v in [*g.inputs, *g.outputs] if v.dtype in ("bfloat16", "float16")}
+                     | {d for n in g.nodes for d, r in (("bfloat16", "round_bf16"), ("float16", "round_f16"))
+                        if r in repr(n.attrs.get("expr", ""))})
     if reduced:
         raise InputError(f"the model computes in {' / '.join(reduced)}, which the {dialect} backend does not "
                          "implement yet.\nWhat to try: compile for a CPU target, or export the model in float32 "
