@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "examples" / "generate"))
 
 import pt2c  # noqa: E402
-from pt2c.runtime.verify import set_runner_threads  # noqa: E402
+from pt2c.runtime.verify import as_float, set_runner_threads  # noqa: E402
 
 
 def cpu_name() -> str:
@@ -112,7 +112,7 @@ def bert(a: argparse.Namespace) -> None:
 def decode(a: argparse.Namespace) -> None:
     from generate import export_with_cache, make_model
 
-    model = make_model("gpt2", "bench")
+    model = make_model("gpt2", "bench").to(getattr(torch, a.dtype))
     cache = a.prompt + a.new
     work = Path(tempfile.mkdtemp(prefix="pt2c-decode-"))
     t0 = time.perf_counter()
@@ -129,10 +129,10 @@ def decode(a: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         logits = lm.run([ids, pos])[0]
         t1 = time.perf_counter()
-        toks = [int(logits[0, -1].argmax())]
+        toks = [int(as_float(logits[0, -1]).argmax())]
         for i in range(a.new - 1):
             logits = lm.run([np.array([[toks[-1]]], np.int64), np.array([a.prompt + i], np.int64)])[0]
-            toks.append(int(logits[0, -1].argmax()))
+            toks.append(int(as_float(logits[0, -1]).argmax()))
         return t1 - t0, time.perf_counter() - t1, toks
 
     def run_eager() -> tuple[float, float, list[int]]:
@@ -151,8 +151,8 @@ def decode(a: argparse.Namespace) -> None:
     if a.ort:
         engines.append(("ONNX Runtime (past key/values)", ort_decoder(model, prompt, a, work)))
 
-    print(f"\nGPT-2 124M shape (random weights), prompt {a.prompt} + {a.new} new tokens, greedy, {cpu_name()}, "
-          f"target {a.target}; median of {a.reps}")
+    print(f"\nGPT-2 124M shape (random weights, {a.dtype}), prompt {a.prompt} + {a.new} new tokens, greedy, "
+          f"{cpu_name()}, target {a.target}; median of {a.reps}")
     print("| threads | engine | prefill (ms) | decode tokens/s |")
     print("|---:|---|---:|---:|")
     for th in [int(t) for t in a.threads.split(",")]:
@@ -241,6 +241,8 @@ def main() -> None:
     d.add_argument("--reps", type=int, default=3)
     d.add_argument("--target", default="x86_64-v3")
     d.add_argument("--no-ort", dest="ort", action="store_false", help="leave ONNX Runtime out")
+    d.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                   help="the model's dtype (eager runs in it too; ONNX Runtime: leave out with --no-ort)")
     a = ap.parse_args()
     bert(a) if a.what == "bert" else decode(a)
 

@@ -10,10 +10,11 @@
  * AMX B tile (the "VNNI" layout of pairs).  Products of bfloat16 values are exact in float32; the sums are float32 (as PyTorch's
  * bfloat16 GEMM: float32 accumulation, one rounding of the result, which the epilogue does).
  *
- * Code paths: on x86-64 Linux with GCC / Clang, CPUs with AMX-BF16 (checked at run time, whatever the build's
- * instruction-set level; the tile state asked of Linux once) multiply 32 x 32 blocks in AMX tiles, A converted
- * to bfloat16 rows; every other CPU converts the weights slab by slab (PT2C_GEMM_BF16_SLAB columns) to the
- * float32 packed layout and runs pt2c_sgemm on it.  (AVX512-BF16's vdpbf16ps was tried first: on this
+ * Code paths: up to PT2C_GEMM_BF16_ROWS_DIRECT rows (decoding a token), each weights panel is read once and
+ * converted in registers; more rows, on x86-64 Linux with GCC / Clang and CPUs with AMX-BF16 (checked at run
+ * time, whatever the build's instruction-set level; the tile state asked of Linux once): 32 x 32 blocks in
+ * AMX tiles, A converted to bfloat16 rows; on every other CPU the weights are converted slab by slab
+ * (PT2C_GEMM_BF16_SLAB columns) to the float32 packed layout and pt2c_sgemm runs on them.  (AVX512-BF16's vdpbf16ps was tried first: on this
  * Xeon it runs 32 products a cycle, the rate of two float32 FMAs, and the GEMM reached 86 GFLOP/s against
  * the float32 GEMM's 138.)  Scratch: pt2c_gemm_bf16_scratch_bytes(M, N, K).
  */
@@ -25,7 +26,7 @@
 
 #define PT2C_BF16_NR 32
 #define PT2C_GEMM_BF16_SLAB 256 /* fallback: columns converted at a time (a multiple of 32 and of NR) */
-#define PT2C_GEMM_BF16_ROWS_DIRECT 4 /* fallback: at most this many rows converted in registers */
+#define PT2C_GEMM_BF16_ROWS_DIRECT 4 /* at most this many rows (a GEMV): the weights converted in registers */
 #define PT2C_GEMM_BF16_ROWS 256 /* AMX: rows of A converted at a time (a multiple of 32) */
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && defined(__linux__) && __STDC_HOSTED__ && \
@@ -103,10 +104,6 @@ static void pt2c_gemm_bf16_fallback(float *C, int ldc, const float *A, int lda, 
     const int S = PT2C_GEMM_BF16_SLAB;
     float *bf = scratch, *rest = scratch + (size_t)K * S;
     int j0;
-    if (M <= PT2C_GEMM_BF16_ROWS_DIRECT) {
-        pt2c_gemm_bf16_rows(C, ldc, A, lda, B, M, N, K, ep);
-        return;
-    }
     for (j0 = 0; j0 < N; j0 += S) {
         const int n = PT2C_MIN(S, N - j0);
         pt2c_epilogue e;
@@ -268,6 +265,10 @@ PT2C_KERNEL void pt2c_gemm_bf16(float *C, int ldc, const float *A, int lda, cons
 {
     if (M <= 0 || N <= 0) return;
     if (ep && !ep->bias && !ep->residual && ep->act == PT2C_ACT_NONE) ep = NULL;
+    if (M <= PT2C_GEMM_BF16_ROWS_DIRECT) { /* (AMX's tiles would be mostly padding) */
+        pt2c_gemm_bf16_rows(C, ldc, A, lda, B, M, N, K, ep);
+        return;
+    }
 #if defined(PT2C_BF16_AMX)
     if (K > 0 && pt2c_gemm_bf16_native()) {
         pt2c_gemm_bf16_amx(C, ldc, A, lda, B, M, N, K, ep, (uint16_t *)scratch);

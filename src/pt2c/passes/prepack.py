@@ -12,15 +12,14 @@ import numpy as np
 
 from pt2c.ir import Graph, Node, Value
 from pt2c.kernels import layout
-from pt2c.sym import dynamic
 
 
 def bf16_weights(n: Node) -> bool:
-    """A matmul of bfloat16 operands (lowering: attrs["operands"]) with constant 2-D weights, a read by rows, static
-    sizes: it becomes a matmul_bf16 (ops/matmul.py)."""
+    """A matmul of bfloat16 operands (lowering: attrs["operands"]) with constant 2-D weights and a read by rows: it
+    becomes a matmul_bf16 (ops/matmul.py)."""
     b, st = n.inputs[1], n.attrs.get("a_strides")
     return (n.attrs.get("operands") == "bfloat16" and b.is_const and len(b.shape) == 2 and "b_strides" not in n.attrs
-            and not n.attrs.get("b_packed") and not any(dynamic(v.shape) for v in (*n.inputs, *n.outputs))
+            and not n.attrs.get("b_packed")
             and (st is None or (st[2] == 1 and len(n.outputs[0].shape) == 2)))
 
 
