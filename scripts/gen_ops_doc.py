@@ -39,7 +39,10 @@ print("Dtypes: float32 compute everywhere; elementwise, shape, creation and redu
       "(other dtypes are a clear compile-time error). **bfloat16 and float16**: every op listed, on CPU targets: "
       "computed in float32 with each op's result rounded to the model's dtype, as PyTorch's CPU kernels do, "
       "inputs and outputs in the reduced dtype (docs/reduced-precision.md); not for custom ops' C kernels and "
-      "not on the GPU backends (a compile-time error each). Anything not listed is reported as unsupported "
+      "not on the GPU backends (a compile-time error each). **PT2E int8** (torchao's convert_pt2e): static "
+      "per-tensor and per-channel `quantized_decomposed` quantize / dequantize (int8, uint8) as elementwise ops, "
+      "the weights' dequantize folded, the ops between them in float32; dynamic quantization (`choose_qparams`) is "
+      "a compile-time error naming the scheme. Anything not listed is reported as unsupported "
       "at compile time, all at once, with node, module path and source line. A program holding complex or "
       "float8 tensors, or quantized ones, is refused at load time with one error listing every input, weight "
       "and node of those dtypes.\n")

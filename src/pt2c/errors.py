@@ -59,5 +59,6 @@ class UnsupportedDtypeError(UnsupportedError):
         if len(problems) > 10:
             lines.append(f"  - ... and {len(problems) - 10} more")
         lines.append("What to try: export the model in float32, bfloat16 or float16 (model.float() and float32 "
-                     "example inputs); quantized (int8) compute is not supported yet.")
+                     "example inputs); for int8, quantize it with torchao's PT2E flow (prepare_pt2e / convert_pt2e), "
+                     "whose quantize / dequantize ops pt2c runs, instead of quantized tensor types.")
         Pt2cError.__init__(self, "\n".join(lines))

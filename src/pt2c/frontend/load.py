@@ -65,6 +65,8 @@ def load_program(src: Any, example_inputs: tuple | None = None, sample_inputs: b
     from torch._export.serde.schema import SCHEMA_VERSION
 
     if isinstance(src, (str, os.PathLike)):
+        import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines quantized_decomposed::*: PT2E programs)
+
         from pt2c.frontend.archive import Archive
 
         path = Path(src)

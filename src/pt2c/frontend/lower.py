@@ -17,7 +17,9 @@ import numpy as np
 from pt2c.errors import InputError, UnsupportedError
 from pt2c.ir import DTYPES, Graph, Node, Origin, Value, captured
 from pt2c.ops import LOWERINGS, OPS, UNSUPPORTED
-from pt2c.ops.elementwise import e_cast, e_fn, e_in
+from pt2c.frontend.reduced import (REDUCED_ROUND, mark_bf16_products, round_results, storage_dtype, tensor_dtype,
+                                   to_numpy, torch_dtype)
+from pt2c.ops.elementwise import e_cast, e_in
 from pt2c.ops.shape import make_strided, make_view
 from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 
@@ -28,20 +30,6 @@ from pt2c.sym import Dim, Dims, DynamicSizeError, Sym, dynamic
 # repeat), larger than FOLD_MAX_BYTES and than its inputs, stays a run-time op.
 FOLD_MAX_BYTES = 1 << 20
 REPLICATING = ("expand", "repeat", "tile", "broadcast_to")
-# Reduced precision.  A bfloat16 / float16 model computes in float32: every op's result is rounded to the
-# model's dtype (an elementwise round, fused into its producer or consumers), as PyTorch's CPU kernels compute
-# a reduced-precision op in float32 and store its result rounded.  Inputs and outputs keep the reduced dtype;
-# weights become float32 (exact).  Ops that only move or select values (VALUE_PRESERVING) need no rounding.
-REDUCED_ROUND = {"bfloat16": "round_bf16", "float16": "round_f16"}
-VALUE_PRESERVING = {
-    "view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "slice", "select", "squeeze", "unsqueeze",
-    "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "_to_copy", "cat", "stack", "split", "split_with_sizes",
-    "chunk", "unbind", "narrow", "flatten", "unflatten", "as_strided", "movedim", "diagonal", "unfold", "repeat", "roll",
-    "flip", "index", "index_select", "gather", "embedding", "max_pool2d_with_indices", "max_pool2d", "max_pool1d",
-    "relu", "neg", "abs", "max", "min", "amax", "amin", "maximum", "minimum", "topk", "sort", "pixel_shuffle",
-    "pixel_unshuffle", "channel_shuffle", "zeros_like", "empty_like", "copy", "sign",
-}
-BF16_PRODUCTS = {"linear", "mm", "addmm", "matmul", "bmm"}
 NEVER_FOLD = ("rand", "normal", "bernoulli", "dropout", "uniform", "randint", "randperm", "multinomial")
 
 C_RESERVED = set(keyword.kwlist) | {
@@ -69,35 +57,6 @@ def c_name(s: str) -> str:
     if s in C_RESERVED:
         s += "_"
     return s
-
-
-def storage_dtype(t: Any) -> str:
-    """The pt2c dtype a tensor of torch dtype ``t`` is stored in (KeyError: none)."""
-    name = str(t).replace("torch.", "")
-    if name not in DTYPES:
-        raise KeyError(name)
-    return name
-
-
-def torch_dtype(t: Any) -> str:
-    """The pt2c dtype a tensor of torch dtype ``t`` is computed in: a bfloat16 / float16 tensor is a float32 Value
-    holding values of the reduced dtype (REDUCED_ROUND)."""
-    name = storage_dtype(t)
-    return "float32" if name in REDUCED_ROUND else name
-
-
-def _numpy(t: Any) -> np.ndarray:
-    """A (detached) torch tensor's data as the numpy array pt2c computes with (reduced dtypes: float32, exact)."""
-    t = t.detach().contiguous()
-    return (t.float() if str(t.dtype).replace("torch.", "") in REDUCED_ROUND else t).numpy()
-
-
-def _tensor_dtype(a: Any) -> str | None:
-    """The storage dtype of an FX node's tensor value, None for anything else."""
-    import torch
-
-    v = a.meta.get("val") if hasattr(a, "meta") else None
-    return str(v.dtype).replace("torch.", "") if isinstance(v, torch.Tensor) else None
 
 
 def _is_torch_frame(path: str) -> bool:
@@ -370,13 +329,13 @@ class Lowering:
                     self.env[node.name] = v
                 elif kind == "BUFFER" and spec.target in mutated:
                     # a buffer the program updates: state kept in the workspace from run to run
-                    init = self.const(_numpy(state[spec.target]), spec.target + "_init")
+                    init = self.const(to_numpy(state[spec.target]), spec.target + "_init")
                     v = self.new_value(spec.target, init.shape, init.dtype)
                     self.nodes.append(Node("state", [init], {"index": len(states)}, [v], origin_of(node)))
                     states.append(spec.target)
                     self.env[node.name] = v
                 else:
-                    self.env[node.name] = self.const(_numpy(state[spec.target]), spec.target)  # dtypes: load.check_dtypes
+                    self.env[node.name] = self.const(to_numpy(state[spec.target]), spec.target)  # dtypes: load.check_dtypes
             elif node.op == "call_function":
                 self.env[node.name] = self.lower_node(node)
             elif node.op == "output":
@@ -390,7 +349,7 @@ class Lowering:
             v = self.env.get(a.name) if hasattr(a, "name") else None
             if not isinstance(v, Value):
                 raise InputError(f"output {a} is not a tensor; only tensor outputs are supported")
-            dt = _tensor_dtype(a)
+            dt = tensor_dtype(a)
             if dt in REDUCED_ROUND:  # the model's own dtype at the C API
                 r = self.new_value(f"{v.name}_{dt}", v.shape, dt)
                 self.nodes.append(Node("ew", [v], {"expr": e_cast(e_in(v.dtype, 0), dt)}, [r], origin_of(a)))
@@ -423,7 +382,7 @@ class Lowering:
                     raise _NotConst
                 tensors.append(v)
                 t = torch.from_numpy(np.array(v.data))
-                dt = _tensor_dtype(a)
+                dt = tensor_dtype(a)
                 return t.to(getattr(torch, dt)) if dt in REDUCED_ROUND else t
             if isinstance(a, (list, tuple)):
                 return type(a)(conv(x) for x in a)
@@ -453,7 +412,7 @@ class Lowering:
                     torch_dtype(r.dtype)
                 except KeyError:
                     return None
-                return self.const(_numpy(r), base)
+                return self.const(to_numpy(r), base)
             if isinstance(r, (list, tuple)):
                 return tuple(wrap(x) for x in r)
             return None
@@ -482,6 +441,12 @@ class Lowering:
             return folded
         fn = LOWERINGS.get(target)
         origin = origin_of(node)
+        if fn is None and getattr(node.target, "namespace", "aten") == "quantized_decomposed":
+            self.problems.append((target, origin.describe(), (
+                "a quantization scheme pt2c does not implement yet: it runs PT2E programs with static per-tensor and "
+                "per-channel quantize / dequantize (int8, uint8).\n      What to try: a static quantization config "
+                "(is_dynamic=False)")))
+            return _Poison()
         if fn is None and getattr(node.target, "namespace", "aten") not in ("aten", "prims"):
             return self.lower_custom(node, origin)
         if fn is None:
@@ -506,38 +471,8 @@ class Lowering:
         except KeyError as e:
             self.problems.append((target, origin.describe(), f"unsupported dtype {e}"))
             return _Poison()
-        if getattr(node.target, "_opname", None) in BF16_PRODUCTS and {
-                _tensor_dtype(a) for a in node.all_input_nodes} - {None} == {"bfloat16"}:
-            for n in self.nodes[first:]:  # bfloat16 operands: passes/prepack.py may store its weights as bfloat16
-                if n.op == "matmul":
-                    n.attrs["operands"] = "bfloat16"
-        return self.round_reduced(node, res, origin)
-
-    def round_reduced(self, node: Any, res: Any, origin: Origin) -> Any:
-        """The results of a bfloat16 / float16 op rounded to its dtype (see REDUCED_ROUND)."""
-        import torch
-
-        val = node.meta.get("val")
-        vals = list(val) if isinstance(val, (list, tuple)) else [val]
-        dts = [str(v.dtype).replace("torch.", "") if isinstance(v, torch.Tensor) else None for v in vals]
-        if not any(d in REDUCED_ROUND for d in dts):
-            return res
-        floats = {d for a in node.all_input_nodes if (d := _tensor_dtype(a)) is not None
-                  and getattr(torch, d).is_floating_point}
-        if getattr(node.target, "_opname", None) in VALUE_PRESERVING and floats == {d for d in dts if d in REDUCED_ROUND}:
-            return res  # selects or moves values already rounded to the same dtype
-
-        def rnd(v: Any, dt: str | None) -> Any:
-            if not isinstance(v, Value) or dt not in REDUCED_ROUND or v.dtype != "float32":
-                return v
-            r = self.new_value(f"{v.name}_{REDUCED_ROUND[dt].removeprefix('round_')}", v.shape, "float32")
-            self.nodes.append(Node("ew", [v], {"expr": e_fn(REDUCED_ROUND[dt], "float32", e_in("float32", 0))}, [r],
-                                   origin))
-            return r
-
-        if isinstance(val, (list, tuple)) and isinstance(res, (list, tuple)):
-            return type(res)(rnd(v, d) for v, d in zip(res, dts))
-        return rnd(res, dts[0])
+        mark_bf16_products(node, self.nodes[first:])
+        return round_results(node, res, origin, self.new_value, self.nodes.append)
 
     # ------------------------------------------------------------ control flow
     def lower_block(self, gm: Any, bindings: list[Any], name: str, own_results: bool = True) -> Graph | None:
@@ -679,7 +614,7 @@ class Lowering:
                 f"pt2c.register_kernel('{qual.removesuffix('.default')}', source=...)); see docs/custom-ops.md")))
             return _Poison()
         val = node.meta.get("val")
-        reduced = sorted({d for x in [*node.all_input_nodes, node] if (d := _tensor_dtype(x)) in REDUCED_ROUND}
+        reduced = sorted({d for x in [*node.all_input_nodes, node] if (d := tensor_dtype(x)) in REDUCED_ROUND}
                          | {str(v.dtype).replace("torch.", "") for v in (val if isinstance(val, (list, tuple)) else [])
                             if str(getattr(v, "dtype", "")).replace("torch.", "") in REDUCED_ROUND})
         if reduced:

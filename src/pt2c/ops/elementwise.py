@@ -658,3 +658,65 @@ def _lower_masked_fill(ctx: LowerCtx, a: dict[str, Any]) -> Value:
     e = e_fn("where", out.dtype, e_cast(e_in(mask.dtype, 0), "bool"), vexpr, e_cast(e_in(x.dtype, 1), out.dtype))
     ctx.emit("ew", ins, {"expr": e}, [out])
     return out
+
+
+# ---------------------------------------------------------------- PT2E quantize / dequantize (torch.ao / torchao)
+# The ops convert_pt2e leaves around each quantized op: a float tensor quantized to int8 / uint8 and back, as
+# torch.ao.quantization.fx._decomposed defines them.  Both are elementwise: q = clamp(round(x * (1 / scale)) + zp,
+# quant_min, quant_max) in float32 (round half to even), dq = (q - zp) * scale.  The weights' dequantize folds at
+# compile time; the activations' pairs run as elementwise code (no int8 kernels yet: the float ops in between
+# compute in float32, as eager's reference graph does).
+
+def _qparams(ctx: LowerCtx, a: dict[str, Any], x: Value, per_channel: bool) -> tuple[Expr, Expr, list[Value]]:
+    """(scale, zero point) as float32 expressions, and the extra ew inputs (per channel: the constants shaped to
+    broadcast along `axis`)."""
+    if not per_channel:
+        return e_lit("float32", float(np.float32(a["scale"]))), e_lit("float32", float(a["zero_point"])), []
+    s, z, axis = a["scales"], a["zero_points"], a["axis"]
+    if not (isinstance(s, Value) and isinstance(z, Value)):
+        ctx.fail("per-channel scales and zero points must be tensors")
+    axis = axis % len(x.shape)
+    shape = tuple(x.shape[axis] if i == axis else 1 for i in range(len(x.shape)))
+    return e_cast(e_in(s.dtype, 1), "float32"), e_cast(e_in(z.dtype, 2), "float32"), [ctx.view(s, shape), ctx.view(z, shape)]
+
+
+def _lower_quantize(ctx: LowerCtx, a: dict[str, Any], per_channel: bool) -> Value:
+    x, out = a["input"], ctx.out()
+    if x.dtype != "float32":
+        ctx.fail(f"quantizing a {x.dtype} tensor (pt2c quantizes float32)")
+    scale, zp, extra = _qparams(ctx, a, x, per_channel)
+    inv = e_fn("div", "float32", e_lit("float32", 1.0), scale) if per_channel else \
+        e_lit("float32", float(np.float32(1.0 / a["scale"])))
+    q = e_fn("add", "float32", e_fn("round", "float32", e_fn("mul", "float32", e_in("float32", 0), inv)), zp)
+    q = e_fn("clamp_max", "float32", e_fn("clamp_min", "float32", q, e_lit("float32", a["quant_min"])),
+             e_lit("float32", a["quant_max"]))
+    ctx.emit("ew", [x, *extra], {"expr": e_cast(q, out.dtype)}, [out])
+    return out
+
+
+def _lower_dequantize(ctx: LowerCtx, a: dict[str, Any], per_channel: bool) -> Value:
+    x, out = a["input"], ctx.out()
+    scale, zp, extra = _qparams(ctx, a, x, per_channel)
+    e = e_fn("mul", "float32", e_fn("sub", "float32", e_cast(e_in(x.dtype, 0), "float32"), zp), scale)
+    ctx.emit("ew", [x, *extra], {"expr": e_cast(e, out.dtype)}, [out])
+    return out
+
+
+@lowers("quantized_decomposed.quantize_per_tensor.default")
+def _lower_quantize_per_tensor(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_quantize(ctx, a, False)
+
+
+@lowers("quantized_decomposed.quantize_per_channel.default")
+def _lower_quantize_per_channel(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_quantize(ctx, a, True)
+
+
+@lowers("quantized_decomposed.dequantize_per_tensor.default")
+def _lower_dequantize_per_tensor(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_dequantize(ctx, a, False)
+
+
+@lowers("quantized_decomposed.dequantize_per_channel.default")
+def _lower_dequantize_per_channel(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_dequantize(ctx, a, True)
