@@ -7,16 +7,17 @@
  * whose rows are taken two at a time: element (k, j) at
  *   B[(j/32)*32*Kp + (k/2)*64 + (j%32)*2 + k%2],  Kp = K rounded up to a multiple of 32, padding zero,
  * so a 128-byte row of a panel holds the pairs (k, k+1) of 32 columns: each half, 16 rows at a time, is an
- * AMX B tile (the "VNNI" layout of pairs).  Products of bfloat16 values are exact in float32; the sums are float32 (as PyTorch's
- * bfloat16 GEMM: float32 accumulation, one rounding of the result, which the epilogue does).
+ * AMX B tile (the "VNNI" layout of pairs).  Products of bfloat16 values are exact in float32; the sums are
+ * float32 (as PyTorch's bfloat16 GEMM: float32 accumulation, one rounding of the result, which the epilogue
+ * does).
  *
  * Code paths: up to PT2C_GEMM_BF16_ROWS_DIRECT rows (decoding a token), each weights panel is read once and
  * converted in registers; more rows, on x86-64 Linux with GCC / Clang and CPUs with AMX-BF16 (checked at run
  * time, whatever the build's instruction-set level; the tile state asked of Linux once): 32 x 32 blocks in
  * AMX tiles, A converted to bfloat16 rows; on every other CPU the weights are converted slab by slab
- * (PT2C_GEMM_BF16_SLAB columns) to the float32 packed layout and pt2c_sgemm runs on them.  (AVX512-BF16's vdpbf16ps was tried first: on this
- * Xeon it runs 32 products a cycle, the rate of two float32 FMAs, and the GEMM reached 86 GFLOP/s against
- * the float32 GEMM's 138.)  Scratch: pt2c_gemm_bf16_scratch_bytes(M, N, K).
+ * (PT2C_GEMM_BF16_SLAB columns) to the float32 packed layout and pt2c_sgemm runs on them.  (AVX512-BF16's
+ * vdpbf16ps was tried first: on this Xeon it runs 32 products a cycle, the rate of two float32 FMAs, and
+ * the GEMM reached 86 GFLOP/s against the float32 GEMM's 138.)  Scratch: pt2c_gemm_bf16_scratch_bytes().
  */
 #ifndef PT2C_GEMM_BF16_C
 #define PT2C_GEMM_BF16_C
