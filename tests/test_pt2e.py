@@ -54,7 +54,7 @@ def _quantized(model: torch.nn.Module, xs: tuple, scheme: str, dynamic: bool = F
         return torch.export.export(pt2e.convert_pt2e(m), xs)
 
 
-@pytest.mark.parametrize("scheme", ["x86", "arm"])
+@pytest.mark.parametrize("scheme", ["x86"])  # (the Arm quantizer: test_pt2e_cnn)
 def test_pt2e_mlp_exact(tmp_path, scheme):
     m, xs = zoo.mlp("tiny")
     ep = _quantized(m, xs, scheme)
