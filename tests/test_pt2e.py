@@ -90,3 +90,30 @@ def test_pt2e_dynamic_quantization_is_a_clear_error(tmp_path):
     with pytest.raises(UnsupportedError, match="quantization scheme pt2c does not implement yet") as e:
         pt2c.compile(ep, tmp_path / "out", target="x86_64-v3")
     assert "choose_qparams" in str(e.value) and "is_dynamic=False" in str(e.value)
+
+
+class _PerChannel(torch.nn.Module):
+    """quantize / dequantize of an activation per channel (axis 1) and per tensor, as the ops define them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scales", torch.tensor([0.02, 0.05, 0.1, 0.013]))
+        self.register_buffer("zps", torch.tensor([0, 3, -7, 1]))
+
+    def forward(self, x):
+        qd = torch.ops.quantized_decomposed
+        q = qd.quantize_per_channel(x, self.scales, self.zps, 1, -128, 127, torch.int8)
+        y = qd.dequantize_per_channel(q, self.scales, self.zps, 1, -128, 127, torch.int8)
+        q2 = qd.quantize_per_tensor(x * 3, 0.037, 128, 0, 255, torch.uint8)
+        return y, q, qd.dequantize_per_tensor(q2, 0.037, 128, 0, 255, torch.uint8)
+
+
+def test_quantize_dequantize_ops_exact(tmp_path):
+    """Both ops, per channel and per tensor, int8 and uint8, on run-time values (clamped at both ends, ties of
+    the rounding included): bit for bit with eager, the integer outputs too."""
+    x = torch.randn(3, 4, 5, 6) * 4
+    x[0, 0, 0, :4] = torch.tensor([0.01, 0.03, -0.01, -0.03])  # exact ties of scale 0.02 at zero point 0
+    report = verify(torch.export.export(_PerChannel(), (x,)), tmp_path / "out", target="x86_64-v3", tol=0.0,
+                    cflags=CFLAGS)
+    assert report.passed, report.outputs
+    assert [o.dtype for o in report.outputs] == ["float32", "int8", "float32"]

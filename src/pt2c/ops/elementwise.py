@@ -702,21 +702,11 @@ def _lower_dequantize(ctx: LowerCtx, a: dict[str, Any], per_channel: bool) -> Va
     return out
 
 
-@lowers("quantized_decomposed.quantize_per_tensor.default")
-def _lower_quantize_per_tensor(ctx: LowerCtx, a: dict[str, Any]) -> Value:
-    return _lower_quantize(ctx, a, False)
+@lowers("quantized_decomposed.quantize_per_tensor.default", "quantized_decomposed.quantize_per_channel.default")
+def _lower_quantize_op(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_quantize(ctx, a, "scales" in a)
 
 
-@lowers("quantized_decomposed.quantize_per_channel.default")
-def _lower_quantize_per_channel(ctx: LowerCtx, a: dict[str, Any]) -> Value:
-    return _lower_quantize(ctx, a, True)
-
-
-@lowers("quantized_decomposed.dequantize_per_tensor.default")
-def _lower_dequantize_per_tensor(ctx: LowerCtx, a: dict[str, Any]) -> Value:
-    return _lower_dequantize(ctx, a, False)
-
-
-@lowers("quantized_decomposed.dequantize_per_channel.default")
-def _lower_dequantize_per_channel(ctx: LowerCtx, a: dict[str, Any]) -> Value:
-    return _lower_dequantize(ctx, a, True)
+@lowers("quantized_decomposed.dequantize_per_tensor.default", "quantized_decomposed.dequantize_per_channel.default")
+def _lower_dequantize_op(ctx: LowerCtx, a: dict[str, Any]) -> Value:
+    return _lower_dequantize(ctx, a, "scales" in a)
