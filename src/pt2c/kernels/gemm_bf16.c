@@ -78,6 +78,46 @@ static void pt2c_gemm_bf16_rows(float *C, int ldc, const float *A, int lda, cons
         const uint16_t *src = B + (ptrdiff_t)p * NR * Kp;
         const int j0 = p * NR, nr = PT2C_MIN(NR, N - j0);
         int i, k, j;
+#if defined(PT2C_SIMD_X86)
+#if defined(PT2C_SIMD_AVX512)
+        if (M > 1) /* (one row: the loop below, which GCC vectorises in zmm registers, is faster) */
+#endif
+        { /* half a panel (16 columns, two vectors) for all the rows at a time: each weight converted once */
+            const __m256i himask = _mm256_set1_epi32((int)0xffff0000u);
+            int h;
+            for (h = 0; h < 2 && 16 * h < nr; h++) {
+                __m256 acc[PT2C_GEMM_BF16_ROWS_DIRECT][2];
+                for (i = 0; i < M; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+                for (k = 0; k < K; k += 2) {
+                    const uint16_t *s = src + (ptrdiff_t)k * 32 + 32 * h;
+                    const __m256i w0 = _mm256_loadu_si256((const __m256i *)s);
+                    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(s + 16));
+                    const __m256 l0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16));
+                    const __m256 h0 = _mm256_castsi256_ps(_mm256_and_si256(w0, himask));
+                    const __m256 l1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+                    const __m256 h1 = _mm256_castsi256_ps(_mm256_and_si256(w1, himask));
+                    for (i = 0; i < M; i++) {
+                        const float *a = A + (ptrdiff_t)i * lda;
+                        const __m256 x0 = _mm256_set1_ps(a[k]), x1 = _mm256_set1_ps(k + 1 < K ? a[k + 1] : 0.0f);
+                        acc[i][0] = _mm256_fmadd_ps(x1, h0, _mm256_fmadd_ps(x0, l0, acc[i][0]));
+                        acc[i][1] = _mm256_fmadd_ps(x1, h1, _mm256_fmadd_ps(x0, l1, acc[i][1]));
+                    }
+                }
+                for (i = 0; i < M; i++) {
+                    float t[16], *c = C + (ptrdiff_t)i * ldc + j0 + 16 * h;
+                    const int n16 = PT2C_MIN(16, nr - 16 * h), jb = j0 + 16 * h;
+                    _mm256_storeu_ps(t, acc[i][0]);
+                    _mm256_storeu_ps(t + 8, acc[i][1]);
+                    for (j = 0; j < n16; j++)
+                        c[j] = t[j] + (ep && ep->bias ? ep->bias[ep->bias_per_row ? i : jb + j] : 0.0f) +
+                               (ep && ep->residual ? ep->residual[(ptrdiff_t)i * ep->ldr + jb + j] : 0.0f);
+                }
+            }
+            if (ep && ep->act)
+                for (i = 0; i < M; i++) pt2c_epilogue_act(C + (ptrdiff_t)i * ldc + j0, nr, ep->act, ep->lo, ep->hi);
+            continue;
+        }
+#endif
         for (i = 0; i < M; i++) {
             const float *a = A + (ptrdiff_t)i * lda;
             float acc[32], flo[32], fhi[32], *c = C + (ptrdiff_t)i * ldc + j0;
