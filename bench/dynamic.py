@@ -29,8 +29,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "examples" / "generate"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import pt2c  # noqa: E402
+from models import HiddenStates  # noqa: E402  (bench/models.py)
 from pt2c.runtime.verify import as_float, set_runner_threads  # noqa: E402
 
 
@@ -52,15 +54,7 @@ def bert(a: argparse.Namespace) -> None:
     torch.manual_seed(0)
     model = BertModel(BertConfig(num_hidden_layers=a.layers, attn_implementation="sdpa"), add_pooling_layer=False).eval()
 
-    class Wrap(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, ids, mask):
-            return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
-
-    w = Wrap(model).eval()
+    w = HiddenStates(model).eval()
     work = Path(tempfile.mkdtemp(prefix="pt2c-dyn-"))
 
     def inputs(n: int) -> tuple[torch.Tensor, torch.Tensor]:

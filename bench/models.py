@@ -48,7 +48,9 @@ class _LogitsOnly(torch.nn.Module):
         return self.lm(input_ids=ids, use_cache=False).logits
 
 
-class _Hidden(torch.nn.Module):
+class HiddenStates(torch.nn.Module):
+    """An encoder called with (input_ids, attention_mask), returning its last hidden state."""
+
     def __init__(self, enc):
         super().__init__()
         self.enc = enc
@@ -63,7 +65,7 @@ def bert_base():
 
     torch.manual_seed(0)
     cfg = BertConfig(attn_implementation="sdpa")
-    return _Hidden(BertModel(cfg, add_pooling_layer=False)).eval(), (torch.randint(0, 30522, (1, 128)),
+    return HiddenStates(BertModel(cfg, add_pooling_layer=False)).eval(), (torch.randint(0, 30522, (1, 128)),
                                                                      torch.ones(1, 128, dtype=torch.int64))
 
 
